@@ -1,0 +1,1 @@
+"""Lethe: auditable retention and deletion for Django."""

@@ -1,0 +1,163 @@
+"""The stable Python API for host apps (SPEC §3.4).
+
+A thin facade: each function reads the clock only when ``now`` is None and
+delegates to a service. Names and signatures here are a contract; the
+services behind them may change.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.utils import timezone
+
+from retention import services
+from retention.exceptions import (
+    EnforcementNotAllowed,
+    FourEyesViolation,
+    LockedPolicyShortened,
+    NoApprovedPolicy,
+    NotAllowed,
+    RecordAlreadyDeleted,
+    RecordBeingDisposed,
+    RetentionError,
+    UnknownDataClass,
+)
+from retention.models import KillSwitch, LegalHold, Policy, PolicyVersion, RetentionRecord
+
+__all__ = [
+    "EnforcementNotAllowed",
+    "FourEyesViolation",
+    "LockedPolicyShortened",
+    "NoApprovedPolicy",
+    "NotAllowed",
+    "RecordAlreadyDeleted",
+    "RecordBeingDisposed",
+    "RetentionError",
+    "UnknownDataClass",
+    "approve_policy_version",
+    "disable_enforcement",
+    "enable_enforcement",
+    "pause",
+    "place_hold",
+    "propose_policy_version",
+    "release_hold",
+    "renew",
+    "resume",
+    "submit_policy_version",
+    "track",
+]
+
+
+def _now(now: datetime | None) -> datetime:
+    if now is None:
+        return timezone.now()
+    if timezone.is_naive(now):
+        raise ValueError("now must be an aware datetime (UTC).")
+    return now
+
+
+def track(
+    *,
+    tenant_id: str,
+    data_class: str,
+    object_key: str,
+    storage: str = "default",
+    now: datetime | None = None,
+) -> RetentionRecord:
+    """Start the retention clock of an object the host has just written."""
+    return services.record_track(
+        tenant_id=tenant_id,
+        data_class=data_class,
+        object_key=object_key,
+        storage=storage,
+        now=_now(now),
+    )
+
+
+def renew(record: RetentionRecord, *, now: datetime | None = None) -> RetentionRecord:
+    return services.record_renew(record=record, now=_now(now))
+
+
+def propose_policy_version(
+    *,
+    data_class: str,
+    retention_period: timedelta,
+    author: AbstractBaseUser,
+    locked: bool = False,
+    now: datetime | None = None,
+    **rules: Any,
+) -> PolicyVersion:
+    return services.policy_version_propose(
+        data_class=data_class,
+        retention_period=retention_period,
+        author=author,
+        locked=locked,
+        now=_now(now),
+        **rules,
+    )
+
+
+def submit_policy_version(
+    version: PolicyVersion, *, by: AbstractBaseUser, now: datetime | None = None
+) -> PolicyVersion:
+    return services.policy_version_submit(version=version, by=by, now=_now(now))
+
+
+def approve_policy_version(
+    version: PolicyVersion, *, approver: AbstractBaseUser, now: datetime | None = None
+) -> PolicyVersion:
+    return services.policy_version_approve(version=version, approver=approver, now=_now(now))
+
+
+def enable_enforcement(
+    data_class: str, *, by: AbstractBaseUser, now: datetime | None = None
+) -> Policy:
+    return services.enforcement_enable(data_class=data_class, by=by, now=_now(now))
+
+
+def disable_enforcement(
+    data_class: str, *, by: AbstractBaseUser, now: datetime | None = None
+) -> Policy:
+    return services.enforcement_disable(data_class=data_class, by=by, now=_now(now))
+
+
+def place_hold(
+    *,
+    reason: str,
+    placed_by: AbstractBaseUser,
+    tenant_id: str | None = None,
+    data_class: str | None = None,
+    record: RetentionRecord | None = None,
+    now: datetime | None = None,
+) -> LegalHold:
+    return services.legal_hold_place(
+        reason=reason,
+        placed_by=placed_by,
+        tenant_id=tenant_id,
+        data_class=data_class,
+        record=record,
+        now=_now(now),
+    )
+
+
+def release_hold(
+    hold: LegalHold,
+    *,
+    released_by: AbstractBaseUser,
+    reason: str,
+    now: datetime | None = None,
+) -> LegalHold:
+    return services.legal_hold_release(
+        hold=hold, released_by=released_by, reason=reason, now=_now(now)
+    )
+
+
+def pause(*, by: AbstractBaseUser, reason: str, now: datetime | None = None) -> KillSwitch:
+    return services.kill_switch_pause(by=by, reason=reason, now=_now(now))
+
+
+def resume(*, by: AbstractBaseUser, now: datetime | None = None) -> KillSwitch:
+    return services.kill_switch_resume(by=by, now=_now(now))

@@ -1,0 +1,64 @@
+"""Typed access to the RETENTION_* settings.
+
+Each property reads django.conf.settings when accessed, so override_settings
+works and nothing is frozen at import time.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings as django_settings
+
+
+class RetentionSettings:
+    def _get(self, name: str, default: Any) -> Any:
+        return getattr(django_settings, f"RETENTION_{name}", default)
+
+    @property
+    def DIGEST_KEY(self) -> str:
+        return str(self._get("DIGEST_KEY", "") or "")
+
+    @property
+    def STORAGE_ADAPTERS(self) -> dict[str, str]:
+        return dict(self._get("STORAGE_ADAPTERS", {}))
+
+    @property
+    def LEASE_SECONDS(self) -> float:
+        """How long a claim on a record stays with its claimer."""
+        return float(self._get("LEASE_SECONDS", 300))
+
+    @property
+    def RUN_LEASE_SECONDS(self) -> float:
+        """How long a run's single-flight lease on a data class lasts between heartbeats."""
+        return float(self._get("RUN_LEASE_SECONDS", 300))
+
+    @property
+    def MAX_ATTEMPTS(self) -> int:
+        return int(self._get("MAX_ATTEMPTS", 5))
+
+    @property
+    def RETRY_BASE_SECONDS(self) -> float:
+        return float(self._get("RETRY_BASE_SECONDS", 2.0))
+
+    @property
+    def RETRY_MAX_SECONDS(self) -> float:
+        return float(self._get("RETRY_MAX_SECONDS", 300.0))
+
+    @property
+    def RETRY_WAIT_IN_RUN_SECONDS(self) -> float:
+        """A run waits this long at most for retries that fall due before it ends."""
+        return float(self._get("RETRY_WAIT_IN_RUN_SECONDS", 30.0))
+
+    @property
+    def DRY_RUN_MAX_AGE(self) -> timedelta:
+        value = self._get("DRY_RUN_MAX_AGE", timedelta(days=7))
+        return value if isinstance(value, timedelta) else timedelta(seconds=float(value))
+
+    @property
+    def REPORT_TOP_TENANTS(self) -> int:
+        return int(self._get("REPORT_TOP_TENANTS", 50))
+
+
+settings = RetentionSettings()

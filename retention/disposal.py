@@ -1,0 +1,61 @@
+"""Disposal: what happens to a claimed record's data.
+
+The engine hands claimed items to a Disposer and gets one outcome per record.
+Today the only disposer removes objects through a storage adapter; a disposer
+for database rows (delete or redact) can be added behind the same interface.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from retention.pacing import RateGate
+from retention.storage import KeyResult, StorageAdapter, get_adapter
+
+
+@dataclass(frozen=True, slots=True)
+class DisposalItem:
+    record_id: int
+    storage: str
+    object_key: str
+    # The previous attempt may have removed the object already.
+    probe: bool
+
+
+class Disposer(Protocol):
+    def dispose(
+        self, items: Sequence[DisposalItem], *, erase_versions: bool, gate: RateGate
+    ) -> dict[int, KeyResult]: ...
+
+
+class ObjectDisposer:
+    def __init__(self, adapter_for: Callable[[str], StorageAdapter] = get_adapter) -> None:
+        self._adapter_for = adapter_for
+        self._adapters: dict[str, StorageAdapter] = {}
+
+    def adapter(self, alias: str) -> StorageAdapter:
+        if alias not in self._adapters:
+            self._adapters[alias] = self._adapter_for(alias)
+        return self._adapters[alias]
+
+    def dispose(
+        self, items: Sequence[DisposalItem], *, erase_versions: bool, gate: RateGate
+    ) -> dict[int, KeyResult]:
+        by_storage: dict[str, list[DisposalItem]] = defaultdict(list)
+        for item in items:
+            by_storage[item.storage].append(item)
+        results: dict[int, KeyResult] = {}
+        for alias, group in by_storage.items():
+            gate.acquire(len(group))
+            keyed = {item.object_key: item.record_id for item in group}
+            outcome = self.adapter(alias).delete_many(
+                list(keyed),
+                erase_versions=erase_versions,
+                probe=[item.object_key for item in group if item.probe],
+            )
+            for key, record_id in keyed.items():
+                results[record_id] = outcome[key]
+        return results

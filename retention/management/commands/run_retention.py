@@ -1,0 +1,101 @@
+"""Run a retention sweep inline (SPEC §3.1)."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.utils import timezone
+
+from retention.exceptions import RunRefused
+from retention.models import Run, RunMode, RunTrigger
+from retention.reporting import progress_line, run_as_json, summary_lines
+from retention.services import run_execute, run_start
+
+
+class Command(BaseCommand):
+    help = "Delete (or, with --dry-run, report) expired records whose data class is enforced."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--dry-run", action="store_true", help="Report only; touch nothing.")
+        parser.add_argument(
+            "--data-class",
+            dest="data_classes",
+            action="extend",
+            nargs="+",
+            default=[],
+            metavar="X",
+            help="Limit the run to these data classes (repeatable).",
+        )
+        parser.add_argument("--tenant", help="Limit the run to one tenant.")
+        parser.add_argument("--limit", type=int, help="Claim at most N records.")
+        parser.add_argument(
+            "--max-seconds", type=float, help="Stop claiming after S seconds; in-flight work ends."
+        )
+        parser.add_argument(
+            "--enqueue", action="store_true", help="Publish batches to django-q2 workers."
+        )
+        parser.add_argument(
+            "--json", action="store_true", dest="as_json", help="Print one JSON object."
+        )
+
+    def handle(
+        self,
+        *,
+        dry_run: bool,
+        data_classes: list[str],
+        tenant: str | None,
+        limit: int | None,
+        max_seconds: float | None,
+        enqueue: bool,
+        as_json: bool,
+        **options: Any,
+    ) -> None:
+        if enqueue:
+            raise CommandError(
+                "--enqueue is not available yet: queued runs on django-q2 workers are not "
+                "built; run inline (without --enqueue)."
+            )
+        if limit is not None and limit < 1:
+            raise CommandError("--limit must be at least 1.")
+        if max_seconds is not None and max_seconds <= 0:
+            raise CommandError("--max-seconds must be positive.")
+        mode = RunMode.DRY_RUN if dry_run else RunMode.ENFORCE
+        try:
+            run = run_start(
+                mode=mode,
+                trigger=RunTrigger.COMMAND,
+                data_classes=data_classes or None,
+                tenant_id=tenant,
+                limit=limit,
+                now=timezone.now(),
+            )
+        except RunRefused as exc:
+            if as_json and exc.run_id is not None:
+                refused = Run.objects.get(pk=exc.run_id)
+                self.stdout.write(json.dumps(run_as_json(refused)))
+            raise CommandError(f"run refused ({exc.reason}): {exc}") from exc
+
+        last = [0.0]
+
+        def progress(current: Run) -> None:
+            if time.monotonic() - last[0] >= 1.0:
+                last[0] = time.monotonic()
+                sys.stderr.write(progress_line(current) + "\n")
+                sys.stderr.flush()
+
+        if not as_json:
+            scope = ", ".join(run.data_classes) or "nothing"
+            self.stdout.write(
+                f"Started {'dry run' if dry_run else 'run'} {run.pk} "
+                f"(cutoff {run.cutoff.isoformat()}) over {scope}."
+            )
+        run = run_execute(run=run, max_seconds=max_seconds, progress=progress)
+        if as_json:
+            self.stdout.write(json.dumps(run_as_json(run)))
+        else:
+            for line in summary_lines(run):
+                self.stdout.write(line)

@@ -1,0 +1,506 @@
+"""The deletion contract as tables (SPEC §2).
+
+Invariants that must never break live in the database as constraints, not
+only in services: one approved version per policy, an approver who is not the
+author, one event per idempotency key, states from a closed set.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.core.validators import RegexValidator
+from django.db import models
+from django.db.models import Exists, OuterRef, Q
+
+data_class_validator = RegexValidator(
+    r"^[a-z0-9][a-z0-9._-]*$",
+    "A data class is lower-case letters, digits, '.', '_' or '-', e.g. 'idv.photo'.",
+)
+
+
+class DataClassMode(models.TextChoices):
+    REPORT_ONLY = "report_only", "Report only"
+    ENFORCE = "enforce", "Enforce"
+
+
+class Policy(models.Model):
+    """One data class and the enforcement mode it is in.
+
+    The rules themselves live in immutable, numbered PolicyVersions.
+    """
+
+    data_class = models.CharField(max_length=100, unique=True, validators=[data_class_validator])
+    description = models.TextField(blank=True)
+    mode = models.CharField(
+        max_length=20, choices=DataClassMode.choices, default=DataClassMode.REPORT_ONLY
+    )
+    mode_changed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    mode_changed_at = models.DateTimeField(null=True, blank=True)
+    reviewed_dry_run = models.ForeignKey(
+        "Run", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        verbose_name_plural = "policies"
+        ordering = ["data_class"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(mode__in=DataClassMode.values), name="retention_policy_mode_valid"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.data_class
+
+    @property
+    def key(self) -> str:
+        return self.data_class
+
+
+class PolicyVersionStatus(models.TextChoices):
+    DRAFT = "draft", "Draft"
+    SUBMITTED = "submitted", "Submitted"
+    APPROVED = "approved", "Approved (in force)"
+    SUPERSEDED = "superseded", "Superseded"
+    RETIRED = "retired", "Retired"
+
+
+class Disposition(models.TextChoices):
+    DELETE = "delete", "Delete"
+    REDACT = "redact", "Redact (database records)"
+
+
+class PolicyVersion(models.Model):
+    policy = models.ForeignKey(Policy, on_delete=models.PROTECT, related_name="versions")
+    number = models.PositiveIntegerField()
+    status = models.CharField(
+        max_length=20, choices=PolicyVersionStatus.choices, default=PolicyVersionStatus.DRAFT
+    )
+    retention_period = models.DurationField()
+    safety_margin = models.DurationField(default=timedelta(0))
+    disposition = models.CharField(
+        max_length=20, choices=Disposition.choices, default=Disposition.DELETE
+    )
+    erase_all_versions = models.BooleanField(
+        default=False, help_text="On versioned buckets, delete every version of the exact key."
+    )
+    batch_size = models.PositiveIntegerField(default=500)
+    rate_limit = models.FloatField(
+        null=True, blank=True, help_text="Deletes per second; empty means unpaced."
+    )
+    max_attempts = models.PositiveIntegerField(null=True, blank=True)
+    owner = models.CharField(max_length=200, blank=True)
+    locked = models.BooleanField(
+        default=False, help_text="A locked policy can only be lengthened, never shortened."
+    )
+    notes = models.TextField(blank=True)
+
+    author = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    created_at = models.DateTimeField()
+    submitted_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    submitted_at = models.DateTimeField(null=True, blank=True)
+    approver = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    approved_at = models.DateTimeField(null=True, blank=True)
+    superseded_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["policy", "-number"]
+        permissions = [
+            ("approve_policyversion", "Can approve policy versions"),
+            ("retire_policyversion", "Can retire policy versions"),
+        ]
+        constraints = [
+            models.UniqueConstraint(fields=["policy", "number"], name="retention_pv_unique_number"),
+            models.UniqueConstraint(
+                fields=["policy"],
+                condition=Q(status=PolicyVersionStatus.APPROVED),
+                name="retention_pv_one_approved_per_policy",
+            ),
+            models.CheckConstraint(
+                condition=Q(approver__isnull=True) | ~Q(approver=models.F("author")),
+                name="retention_pv_four_eyes",
+            ),
+            models.CheckConstraint(
+                condition=~Q(status=PolicyVersionStatus.APPROVED)
+                | (Q(approver__isnull=False) & Q(approved_at__isnull=False)),
+                name="retention_pv_approved_has_approver",
+            ),
+            models.CheckConstraint(
+                condition=Q(status__in=PolicyVersionStatus.values), name="retention_pv_status_valid"
+            ),
+            models.CheckConstraint(
+                condition=Q(retention_period__gte=timedelta(0))
+                & Q(safety_margin__gte=timedelta(0)),
+                name="retention_pv_durations_non_negative",
+            ),
+            models.CheckConstraint(
+                condition=Q(batch_size__gte=1) & Q(batch_size__lte=10000),
+                name="retention_pv_batch_size_range",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.policy.data_class} v{self.number} ({self.status})"
+
+
+class RecordState(models.TextChoices):
+    ACTIVE = "active", "Active"
+    DELETING = "deleting", "Deleting"
+    DELETED = "deleted", "Deleted"
+    FAILED = "failed", "Failed"
+
+
+class HoldQuerySet(models.QuerySet["LegalHold"]):
+    def active(self) -> HoldQuerySet:
+        return self.filter(released_at__isnull=True)
+
+
+class LegalHold(models.Model):
+    """Protects every record matching all of its non-empty scopes."""
+
+    # NULL means "any": a scope left empty does not narrow the hold.
+    tenant_id = models.CharField(max_length=100, null=True, blank=True, db_index=True)  # noqa: DJ001
+    data_class = models.CharField(max_length=100, null=True, blank=True)  # noqa: DJ001
+    record = models.ForeignKey(
+        "RetentionRecord", null=True, blank=True, on_delete=models.PROTECT, related_name="holds"
+    )
+    reason = models.TextField()
+    placed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+"
+    )
+    placed_at = models.DateTimeField()
+    released_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    released_at = models.DateTimeField(null=True, blank=True)
+    release_reason = models.TextField(blank=True)
+
+    objects = HoldQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-placed_at"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(tenant_id__isnull=False)
+                | Q(data_class__isnull=False)
+                | Q(record__isnull=False),
+                name="retention_hold_has_scope",
+            ),
+            models.CheckConstraint(
+                condition=Q(released_at__isnull=True, released_by__isnull=True)
+                | Q(released_at__isnull=False, released_by__isnull=False),
+                name="retention_hold_release_complete",
+            ),
+            models.CheckConstraint(condition=~Q(reason=""), name="retention_hold_has_reason"),
+        ]
+
+    def __str__(self) -> str:
+        return f"Hold #{self.pk} ({self.scope_label})"
+
+    @property
+    def scope_label(self) -> str:
+        parts = []
+        if self.tenant_id:
+            parts.append(f"tenant={self.tenant_id}")
+        if self.data_class:
+            parts.append(f"data_class={self.data_class}")
+        if self.record_id:
+            parts.append(f"record={self.record_id}")
+        return ", ".join(parts)
+
+    def applies_to(self, record: RetentionRecord) -> bool:
+        return (
+            self.released_at is None
+            and (not self.tenant_id or self.tenant_id == record.tenant_id)
+            and (not self.data_class or self.data_class == record.data_class)
+            and (not self.record_id or self.record_id == record.pk)
+        )
+
+
+def active_holds_matching(outer: str = "") -> Exists:
+    """An EXISTS over active holds that cover the record at ``outer``."""
+    prefix = f"{outer}__" if outer else ""
+    return Exists(
+        LegalHold.objects.filter(released_at__isnull=True)
+        .filter(Q(tenant_id__isnull=True) | Q(tenant_id=OuterRef(f"{prefix}tenant_id")))
+        .filter(Q(data_class__isnull=True) | Q(data_class=OuterRef(f"{prefix}data_class")))
+        .filter(Q(record__isnull=True) | Q(record_id=OuterRef(f"{prefix}pk")))
+    )
+
+
+class RecordQuerySet(models.QuerySet["RetentionRecord"]):
+    def held(self) -> RecordQuerySet:
+        return self.filter(active_holds_matching())
+
+    def not_held(self) -> RecordQuerySet:
+        return self.filter(~active_holds_matching())
+
+    def expired(self, cutoff: datetime) -> RecordQuerySet:
+        return self.filter(expires_at__lte=cutoff)
+
+    def pending(self) -> RecordQuerySet:
+        """Not deleted and not given up on: what a run still owes."""
+        return self.filter(
+            Q(state=RecordState.ACTIVE)
+            | Q(state=RecordState.DELETING)
+            | Q(state=RecordState.FAILED, retryable=True)
+        )
+
+    def claimable(self, *, cutoff: datetime, now: datetime) -> RecordQuerySet:
+        """Rows a claim may take now: expired, and free or with a dead lease."""
+        return self.filter(expires_at__lte=cutoff).filter(
+            Q(state=RecordState.ACTIVE)
+            | Q(state=RecordState.FAILED, retryable=True, next_attempt_at__lte=now)
+            | Q(state=RecordState.DELETING, lease_expires_at__lte=now)
+        )
+
+
+class RetentionRecord(models.Model):
+    """The expiry row of one tracked object; ``expires_at`` is set once."""
+
+    tenant_id = models.CharField(max_length=100)
+    data_class = models.CharField(max_length=100)
+    storage = models.CharField(max_length=100, default="default")
+    object_key = models.CharField(max_length=1024)
+    key_digest = models.CharField(max_length=64, db_index=True)
+    policy_version = models.ForeignKey(PolicyVersion, on_delete=models.PROTECT, related_name="+")
+    created_at = models.DateTimeField()
+    expires_at = models.DateTimeField()
+    state = models.CharField(max_length=20, choices=RecordState.choices, default=RecordState.ACTIVE)
+    row_version = models.PositiveIntegerField(default=1)
+    lease_owner = models.UUIDField(null=True, blank=True)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    # Set once a claimer passed the re-check and may have touched storage.
+    # A renewal is refused from then on, and a later claimer probes first.
+    disposal_started_at = models.DateTimeField(null=True, blank=True)
+    attempts = models.PositiveIntegerField(default=0)
+    retryable = models.BooleanField(default=True)
+    next_attempt_at = models.DateTimeField(null=True, blank=True)
+    last_error = models.TextField(blank=True)
+    deleted_at = models.DateTimeField(null=True, blank=True)
+    renewed_at = models.DateTimeField(null=True, blank=True)
+
+    objects = RecordQuerySet.as_manager()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["storage", "object_key"], name="retention_record_key_never_reused"
+            ),
+            models.CheckConstraint(
+                condition=Q(state__in=RecordState.values), name="retention_record_state_valid"
+            ),
+            models.CheckConstraint(
+                condition=~Q(state=RecordState.DELETING)
+                | Q(lease_owner__isnull=False, lease_expires_at__isnull=False),
+                name="retention_record_deleting_has_lease",
+            ),
+            models.CheckConstraint(
+                condition=~Q(state=RecordState.DELETED) | Q(deleted_at__isnull=False),
+                name="retention_record_deleted_has_time",
+            ),
+            models.CheckConstraint(
+                condition=Q(expires_at__gte=models.F("created_at")),
+                name="retention_record_expires_after_creation",
+            ),
+        ]
+        indexes = [
+            # The claim walks this index in (expires_at, id) order and stops
+            # after one page, so its cost does not grow with the table.
+            models.Index(
+                fields=["expires_at", "id"],
+                condition=Q(state__in=["active", "failed", "deleting"]),
+                name="retention_record_due",
+            ),
+            models.Index(fields=["tenant_id", "data_class"], name="retention_record_tenant"),
+        ]
+
+    def __str__(self) -> str:
+        return f"Record #{self.pk} ({self.data_class}, tenant {self.tenant_id}, {self.state})"
+
+
+class RunTrigger(models.TextChoices):
+    SCHEDULE = "schedule", "Schedule"
+    COMMAND = "command", "Command"
+    API = "api", "API"
+
+
+class RunMode(models.TextChoices):
+    DRY_RUN = "dry_run", "Dry run"
+    ENFORCE = "enforce", "Enforce"
+
+
+class RunStatus(models.TextChoices):
+    RUNNING = "running", "Running"
+    FINISHED = "finished", "Finished"
+    STOPPED = "stopped", "Stopped (limit or time budget reached)"
+    PAUSED = "paused", "Paused (kill switch)"
+    REFUSED = "refused", "Refused"
+    ERROR = "error", "Error"
+    ABANDONED = "abandoned", "Abandoned (lease expired)"
+
+
+RUN_COUNT_FIELDS = (
+    "eligible",
+    "claimed",
+    "deleted",
+    "already_absent",
+    "skipped_held",
+    "skipped_renewed",
+    "deferred",
+    "failed",
+)
+
+
+class Run(models.Model):
+    """The durable ledger of one sweep, written before any work starts."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    trigger = models.CharField(max_length=20, choices=RunTrigger.choices)
+    mode = models.CharField(max_length=20, choices=RunMode.choices)
+    status = models.CharField(max_length=20, choices=RunStatus.choices, default=RunStatus.RUNNING)
+    status_reason = models.TextField(blank=True)
+    data_classes = models.JSONField(default=list)
+    tenant_id = models.CharField(max_length=100, null=True, blank=True)  # noqa: DJ001
+    limit = models.PositiveIntegerField(null=True, blank=True)
+    started_at = models.DateTimeField()
+    cutoff = models.DateTimeField()
+    finished_at = models.DateTimeField(null=True, blank=True)
+    lease_owner = models.UUIDField(default=uuid.uuid4)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+
+    eligible = models.PositiveIntegerField(default=0)
+    claimed = models.PositiveIntegerField(default=0)
+    deleted = models.PositiveIntegerField(default=0)
+    already_absent = models.PositiveIntegerField(default=0)
+    skipped_held = models.PositiveIntegerField(default=0)
+    skipped_renewed = models.PositiveIntegerField(default=0)
+    deferred = models.PositiveIntegerField(default=0)
+    failed = models.PositiveIntegerField(default=0)
+    retried = models.PositiveIntegerField(default=0)
+    oldest_eligible_at = models.DateTimeField(null=True, blank=True)
+
+    report = models.JSONField(default=dict, blank=True)
+    reviewed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    reviewed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-started_at"]
+        constraints = [
+            models.CheckConstraint(
+                condition=~Q(mode=RunMode.DRY_RUN) | Q(deleted=0, already_absent=0),
+                name="retention_run_dry_run_deletes_nothing",
+            ),
+            models.CheckConstraint(
+                condition=Q(status__in=RunStatus.values), name="retention_run_status_valid"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"Run {self.id} ({self.mode}, {self.status})"
+
+    def counts(self) -> dict[str, int]:
+        return {name: getattr(self, name) for name in RUN_COUNT_FIELDS}
+
+
+class RunLease(models.Model):
+    """Single-flight: at most one enforcing run per data class holds this."""
+
+    data_class = models.CharField(max_length=100, primary_key=True)
+    run = models.ForeignKey(Run, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    owner = models.UUIDField(null=True, blank=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"Lease on {self.data_class}"
+
+
+class EventOutcome(models.TextChoices):
+    DELETED = "deleted", "Deleted"
+    ALREADY_ABSENT = "already_absent", "Already absent"
+    SKIPPED_HELD = "skipped_held", "Skipped: legal hold"
+    SKIPPED_RENEWED = "skipped_renewed", "Skipped: renewed"
+    RETRY_SCHEDULED = "retry_scheduled", "Transient error, retry scheduled"
+    FAILED = "failed", "Failed"
+
+
+class DeletionEvent(models.Model):
+    """Append-only evidence of one decision about one record.
+
+    Carries a keyed digest of the object key, never the key or a URL.
+    """
+
+    id = models.BigAutoField(primary_key=True)
+    idempotency_key = models.CharField(max_length=200, unique=True)
+    record = models.ForeignKey(RetentionRecord, on_delete=models.PROTECT, related_name="events")
+    run = models.ForeignKey(
+        Run, null=True, blank=True, on_delete=models.PROTECT, related_name="events"
+    )
+    tenant_id = models.CharField(max_length=100)
+    data_class = models.CharField(max_length=100)
+    policy_version = models.ForeignKey(PolicyVersion, on_delete=models.PROTECT, related_name="+")
+    policy_key = models.CharField(max_length=100)
+    policy_version_number = models.PositiveIntegerField()
+    disposition = models.CharField(max_length=20, choices=Disposition.choices)
+    outcome = models.CharField(max_length=20, choices=EventOutcome.choices)
+    attempt = models.PositiveIntegerField()
+    reason = models.TextField(blank=True)
+    key_digest = models.CharField(max_length=64)
+    expires_at = models.DateTimeField()
+    occurred_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["id"]
+        indexes = [
+            models.Index(fields=["tenant_id", "occurred_at"], name="retention_event_tenant"),
+            models.Index(fields=["record", "id"], name="retention_event_record"),
+        ]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(outcome__in=EventOutcome.values), name="retention_event_outcome_valid"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"Event #{self.pk} record {self.record_id}: {self.outcome}"
+
+
+class KillSwitch(models.Model):
+    """A single row: while paused, no run claims anything new."""
+
+    id = models.PositiveSmallIntegerField(primary_key=True, default=1, editable=False)
+    paused = models.BooleanField(default=False)
+    paused_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    paused_at = models.DateTimeField(null=True, blank=True)
+    reason = models.TextField(blank=True)
+    resumed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    resumed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(condition=Q(id=1), name="retention_killswitch_singleton")
+        ]
+
+    def __str__(self) -> str:
+        return "Paused" if self.paused else "Running"
+
+    @classmethod
+    def load(cls) -> KillSwitch:
+        obj, _ = cls.objects.get_or_create(id=1)
+        return obj

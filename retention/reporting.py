@@ -1,0 +1,83 @@
+"""Plain renderings of a run for the command line and JSON consumers."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from retention.models import Run as RunModel
+from retention.models import RunMode, RunStatus
+
+
+def rfc3339(value: datetime | None) -> str | None:
+    if value is None:
+        return None
+    return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def run_as_json(run: RunModel) -> dict[str, Any]:
+    return {
+        "run_id": str(run.pk),
+        "mode": run.mode,
+        "trigger": run.trigger,
+        "status": run.status,
+        "status_reason": run.status_reason,
+        "data_classes": list(run.data_classes),
+        "tenant_id": run.tenant_id,
+        "cutoff": rfc3339(run.cutoff),
+        "counts": run.counts(),
+        "oldest_eligible_at": rfc3339(run.oldest_eligible_at),
+        "started_at": rfc3339(run.started_at),
+        "finished_at": rfc3339(run.finished_at),
+    }
+
+
+def progress_line(run: RunModel) -> str:
+    return (
+        f"run {run.pk}: claimed {run.claimed}/{run.eligible}, deleted {run.deleted}, "
+        f"already absent {run.already_absent}, failed {run.failed}, retrying {run.retried}"
+    )
+
+
+def summary_lines(run: RunModel) -> list[str]:
+    classes = ", ".join(run.data_classes) or "no data class"
+    lines = [f"Run {run.pk} ({run.mode}, {run.trigger}) over {classes}: {run.status}."]
+    if run.status_reason:
+        lines.append(f"  Reason: {run.status_reason}")
+    lines.append(f"  Cutoff: {rfc3339(run.cutoff)}")
+    oldest = rfc3339(run.oldest_eligible_at) or "none"
+    if run.mode == RunMode.DRY_RUN:
+        lines.append(
+            f"  Would delete {run.eligible} expired record(s) (oldest expired {oldest}); "
+            f"{run.skipped_held} expired record(s) are under legal hold and would be kept."
+        )
+        per_class = run.report.get("per_data_class", {})
+        for name, data in sorted(per_class.items()):
+            lines.append(
+                f"    {name}: would delete {data['eligible']}, held {data['held']}, "
+                f"oldest expired {data['oldest_eligible_at'] or 'none'}"
+            )
+            for tenant in run.report.get("per_tenant", {}).get(name, [])[:10]:
+                lines.append(
+                    f"      tenant {tenant['tenant_id']}: would delete {tenant['eligible']}"
+                )
+        failed = run.report.get("failed_for_review", {})
+        if failed:
+            lines.append(
+                "  Failed records waiting for review: "
+                + ", ".join(f"{k}: {v}" for k, v in sorted(failed.items()))
+            )
+        return lines
+    lines.append(
+        f"  Eligible {run.eligible} (oldest expired {oldest}); claimed {run.claimed}; "
+        f"deleted {run.deleted}; already absent {run.already_absent}."
+    )
+    lines.append(
+        f"  Kept: {run.skipped_held} under legal hold, {run.skipped_renewed} renewed; "
+        f"deferred {run.deferred}; retries scheduled {run.retried}; failed {run.failed}."
+    )
+    if run.failed:
+        lines.append("  Failed records stay in state 'failed' with their reason, for review.")
+    if run.status == RunStatus.FINISHED and not run.data_classes:
+        lines.append("  No data class is in enforce mode: nothing to delete.")
+    return lines

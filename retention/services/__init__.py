@@ -1,0 +1,42 @@
+"""Every write of the app. Interfaces (admin, command, API, tasks) call these."""
+
+from retention.services.control import (
+    enforcement_disable,
+    enforcement_enable,
+    kill_switch_pause,
+    kill_switch_resume,
+)
+from retention.services.policies import (
+    policy_version_approve,
+    policy_version_in_force,
+    policy_version_propose,
+    policy_version_retire,
+    policy_version_submit,
+)
+from retention.services.records import (
+    legal_hold_place,
+    legal_hold_release,
+    record_renew,
+    record_track,
+)
+from retention.services.runs import claim_dispose, records_claim, run_execute, run_start
+
+__all__ = [
+    "claim_dispose",
+    "enforcement_disable",
+    "enforcement_enable",
+    "kill_switch_pause",
+    "kill_switch_resume",
+    "legal_hold_place",
+    "legal_hold_release",
+    "policy_version_approve",
+    "policy_version_in_force",
+    "policy_version_propose",
+    "policy_version_retire",
+    "policy_version_submit",
+    "record_renew",
+    "record_track",
+    "records_claim",
+    "run_execute",
+    "run_start",
+]

@@ -1,0 +1,211 @@
+"""Policy versions: draft → submitted → approved (in force) → superseded.
+
+Four-eyes and the lock are enforced here (and the former again by a database
+constraint), so no interface can bypass them.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.db.models import Max
+
+from retention.exceptions import (
+    FourEyesViolation,
+    InvalidPolicyVersion,
+    InvalidTransition,
+    LockedPolicyShortened,
+    NoApprovedPolicy,
+    NotAllowed,
+    UnknownDataClass,
+)
+from retention.models import (
+    Disposition,
+    Policy,
+    PolicyVersion,
+    PolicyVersionStatus,
+    data_class_validator,
+)
+
+APPROVE_PERMISSION = "retention.approve_policyversion"
+RETIRE_PERMISSION = "retention.retire_policyversion"
+
+# Rules a version may carry besides its period and lock.
+RULE_FIELDS = frozenset(
+    {
+        "safety_margin",
+        "disposition",
+        "erase_all_versions",
+        "batch_size",
+        "rate_limit",
+        "max_attempts",
+        "owner",
+        "notes",
+    }
+)
+
+
+def _validate_rules(retention_period: timedelta, rules: dict[str, Any]) -> None:
+    unknown = set(rules) - RULE_FIELDS
+    if unknown:
+        raise InvalidPolicyVersion(
+            f"Unknown policy rule(s): {', '.join(sorted(unknown))}. "
+            f"Allowed: {', '.join(sorted(RULE_FIELDS))}."
+        )
+    if not isinstance(retention_period, timedelta) or retention_period < timedelta(0):
+        raise InvalidPolicyVersion("retention_period must be a non-negative timedelta.")
+    margin = rules.get("safety_margin", timedelta(0))
+    if not isinstance(margin, timedelta) or margin < timedelta(0):
+        raise InvalidPolicyVersion("safety_margin must be a non-negative timedelta.")
+    batch_size = rules.get("batch_size", 500)
+    if not isinstance(batch_size, int) or not 1 <= batch_size <= 10000:
+        raise InvalidPolicyVersion("batch_size must be an integer from 1 to 10000.")
+    rate = rules.get("rate_limit")
+    if rate is not None and (not isinstance(rate, int | float) or rate <= 0):
+        raise InvalidPolicyVersion("rate_limit must be a positive number of deletes per second.")
+    attempts = rules.get("max_attempts")
+    if attempts is not None and (not isinstance(attempts, int) or attempts < 1):
+        raise InvalidPolicyVersion("max_attempts must be a positive integer.")
+    disposition = rules.get("disposition", Disposition.DELETE)
+    if disposition not in Disposition.values:
+        raise InvalidPolicyVersion(f"Unknown disposition {disposition!r}.")
+    if disposition == Disposition.REDACT:
+        raise InvalidPolicyVersion(
+            "Disposition 'redact' (database records) is not available yet; use 'delete'."
+        )
+
+
+def policy_version_propose(
+    *,
+    data_class: str,
+    retention_period: timedelta,
+    author: AbstractBaseUser,
+    now: datetime,
+    locked: bool = False,
+    description: str = "",
+    **rules: Any,
+) -> PolicyVersion:
+    _validate_rules(retention_period, rules)
+    try:
+        data_class_validator(data_class)
+    except ValidationError as exc:
+        raise InvalidPolicyVersion(
+            f"Invalid data class {data_class!r}: {exc.messages[0]}"
+        ) from None
+    with transaction.atomic():
+        policy, _ = Policy.objects.get_or_create(
+            data_class=data_class, defaults={"description": description}
+        )
+        policy = Policy.objects.select_for_update().get(pk=policy.pk)
+        last = policy.versions.aggregate(n=Max("number"))["n"] or 0
+        version = PolicyVersion(
+            policy=policy,
+            number=last + 1,
+            status=PolicyVersionStatus.DRAFT,
+            retention_period=retention_period,
+            locked=locked,
+            author=author,
+            created_at=now,
+            **rules,
+        )
+        version.full_clean(exclude=["policy"])
+        version.save()
+    return version
+
+
+def policy_version_submit(
+    *, version: PolicyVersion, by: AbstractBaseUser, now: datetime
+) -> PolicyVersion:
+    with transaction.atomic():
+        version = PolicyVersion.objects.select_for_update().get(pk=version.pk)
+        if version.status != PolicyVersionStatus.DRAFT:
+            raise InvalidTransition(
+                f"{version} cannot be submitted: only a draft can (it is {version.status})."
+            )
+        version.status = PolicyVersionStatus.SUBMITTED
+        version.submitted_by = by  # type: ignore[assignment]
+        version.submitted_at = now
+        version.save(update_fields=["status", "submitted_by", "submitted_at"])
+    return version
+
+
+def policy_version_in_force(*, data_class: str) -> PolicyVersion:
+    version = (
+        PolicyVersion.objects.select_related("policy")
+        .filter(policy__data_class=data_class, status=PolicyVersionStatus.APPROVED)
+        .first()
+    )
+    if version is None:
+        if not Policy.objects.filter(data_class=data_class).exists():
+            raise UnknownDataClass(f"Unknown data class {data_class!r}: no policy governs it.")
+        raise NoApprovedPolicy(
+            f"Data class {data_class!r} has no approved policy version; "
+            "a version must be submitted and approved by a second person first."
+        )
+    return version
+
+
+def policy_version_approve(
+    *, version: PolicyVersion, approver: AbstractBaseUser, now: datetime
+) -> PolicyVersion:
+    if not approver.has_perm(APPROVE_PERMISSION):  # type: ignore[attr-defined]
+        raise NotAllowed(f"{approver} may not approve policy versions.")
+    with transaction.atomic():
+        Policy.objects.select_for_update().get(pk=version.policy_id)
+        version = PolicyVersion.objects.select_for_update().get(pk=version.pk)
+        if version.status != PolicyVersionStatus.SUBMITTED:
+            raise InvalidTransition(
+                f"{version} cannot be approved: only a submitted version can "
+                f"(it is {version.status})."
+            )
+        if version.author_id == approver.pk:
+            raise FourEyesViolation(
+                f"{approver} wrote {version} and cannot also approve it: "
+                "a second person must approve."
+            )
+        current = PolicyVersion.objects.filter(
+            policy_id=version.policy_id, status=PolicyVersionStatus.APPROVED
+        ).first()
+        if current is not None and current.locked:
+            if version.retention_period < current.retention_period:
+                raise LockedPolicyShortened(
+                    f"{version.policy.data_class} is locked: its retention period can only "
+                    f"be lengthened ({version.retention_period} < {current.retention_period})."
+                )
+            if not version.locked:
+                raise LockedPolicyShortened(
+                    f"{version.policy.data_class} is locked: a new version must stay locked."
+                )
+        if current is not None:
+            current.status = PolicyVersionStatus.SUPERSEDED
+            current.superseded_at = now
+            current.save(update_fields=["status", "superseded_at"])
+        version.status = PolicyVersionStatus.APPROVED
+        version.approver = approver  # type: ignore[assignment]
+        version.approved_at = now
+        version.save(update_fields=["status", "approver", "approved_at"])
+    return version
+
+
+def policy_version_retire(
+    *, version: PolicyVersion, by: AbstractBaseUser, now: datetime
+) -> PolicyVersion:
+    """Withdraw a version. Records it governs keep their deadlines."""
+    if not by.has_perm(RETIRE_PERMISSION):  # type: ignore[attr-defined]
+        raise NotAllowed(f"{by} may not retire policy versions.")
+    with transaction.atomic():
+        version = PolicyVersion.objects.select_for_update().get(pk=version.pk)
+        if version.status in (PolicyVersionStatus.RETIRED, PolicyVersionStatus.SUPERSEDED):
+            raise InvalidTransition(f"{version} is already {version.status}.")
+        if version.status == PolicyVersionStatus.APPROVED and version.locked:
+            raise LockedPolicyShortened(
+                f"{version} is locked and in force: it can only be superseded by a longer one."
+            )
+        version.status = PolicyVersionStatus.RETIRED
+        version.superseded_at = now
+        version.save(update_fields=["status", "superseded_at"])
+    return version

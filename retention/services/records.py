@@ -1,0 +1,167 @@
+"""Tracking, renewing and holding records.
+
+``expires_at`` is computed once, when the object is accepted; a later policy
+version never moves it. Renewals and hold changes bump ``row_version`` so a
+claimer holding an older view of the row cannot act on it.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from django.conf import settings as django_settings
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import transaction
+from django.db.models import F, Q
+
+from retention.digest import key_digest
+from retention.exceptions import (
+    InvalidHold,
+    RecordAlreadyDeleted,
+    RecordBeingDisposed,
+    RetentionError,
+)
+from retention.models import LegalHold, RecordState, RetentionRecord
+from retention.services.policies import policy_version_in_force
+from retention.storage.keys import MalformedKey, validate_object_key
+
+
+class InvalidObjectKey(RetentionError):
+    code = "invalid_object_key"
+
+
+def record_track(
+    *,
+    tenant_id: str,
+    data_class: str,
+    object_key: str,
+    now: datetime,
+    storage: str = "default",
+) -> RetentionRecord:
+    if not tenant_id:
+        raise RetentionError("tenant_id is required.")
+    if storage not in django_settings.STORAGES:
+        known = ", ".join(sorted(django_settings.STORAGES))
+        raise RetentionError(f"Unknown storage alias {storage!r}; known: {known}.")
+    try:
+        validate_object_key(object_key)
+    except MalformedKey as exc:
+        raise InvalidObjectKey(str(exc)) from exc
+    version = policy_version_in_force(data_class=data_class)
+    return RetentionRecord.objects.create(
+        tenant_id=tenant_id,
+        data_class=data_class,
+        storage=storage,
+        object_key=object_key,
+        key_digest=key_digest(object_key),
+        policy_version=version,
+        created_at=now,
+        expires_at=now + version.retention_period,
+    )
+
+
+def record_renew(*, record: RetentionRecord, now: datetime) -> RetentionRecord:
+    """Restart the period under the version in force now.
+
+    Refused once a claimer has passed its re-check: from then on the object
+    may already be gone, and saying it was renewed would be a lie.
+    """
+    version = policy_version_in_force(data_class=record.data_class)
+    with transaction.atomic():
+        updated = (
+            RetentionRecord.objects.filter(pk=record.pk, disposal_started_at__isnull=True)
+            .exclude(state=RecordState.DELETED)
+            .update(
+                policy_version=version,
+                expires_at=now + version.retention_period,
+                renewed_at=now,
+                row_version=F("row_version") + 1,
+                state=RecordState.ACTIVE,
+                lease_owner=None,
+                lease_expires_at=None,
+                attempts=0,
+                retryable=True,
+                next_attempt_at=None,
+                last_error="",
+            )
+        )
+        fresh = RetentionRecord.objects.get(pk=record.pk)
+    if not updated:
+        if fresh.state == RecordState.DELETED:
+            raise RecordAlreadyDeleted(f"Record {record.pk} was already deleted.")
+        raise RecordBeingDisposed(
+            f"Record {record.pk} is being disposed of and can no longer be renewed."
+        )
+    return fresh
+
+
+def _hold_scope_filter(hold: LegalHold) -> Q:
+    q = Q()
+    if hold.tenant_id:
+        q &= Q(tenant_id=hold.tenant_id)
+    if hold.data_class:
+        q &= Q(data_class=hold.data_class)
+    if hold.record_id:
+        q &= Q(pk=hold.record_id)
+    return q
+
+
+def _bump_scope(hold: LegalHold) -> int:
+    # Rows already past their re-check are left alone: their object may be
+    # gone, and their claimer finalizes by row version.
+    return (
+        RetentionRecord.objects.filter(_hold_scope_filter(hold), disposal_started_at__isnull=True)
+        .exclude(state=RecordState.DELETED)
+        .update(row_version=F("row_version") + 1)
+    )
+
+
+def legal_hold_place(
+    *,
+    reason: str,
+    placed_by: AbstractBaseUser,
+    now: datetime,
+    tenant_id: str | None = None,
+    data_class: str | None = None,
+    record: RetentionRecord | None = None,
+) -> LegalHold:
+    if not (reason or "").strip():
+        raise InvalidHold("A legal hold needs a reason.")
+    if not (tenant_id or data_class or record):
+        raise InvalidHold("A legal hold needs a scope: a tenant, a data class, a record or some.")
+    with transaction.atomic():
+        hold = LegalHold.objects.create(
+            tenant_id=tenant_id or None,
+            data_class=data_class or None,
+            record=record,
+            reason=reason.strip(),
+            placed_by=placed_by,
+            placed_at=now,
+        )
+        _bump_scope(hold)
+    return hold
+
+
+def legal_hold_release(
+    *, hold: LegalHold, released_by: AbstractBaseUser, reason: str, now: datetime
+) -> LegalHold:
+    if not (reason or "").strip():
+        raise InvalidHold("Releasing a legal hold needs a reason.")
+    with transaction.atomic():
+        hold = LegalHold.objects.select_for_update().get(pk=hold.pk)
+        if hold.released_at is not None:
+            raise InvalidHold(f"{hold} was already released.")
+        hold.released_at = now
+        hold.released_by = released_by  # type: ignore[assignment]
+        hold.release_reason = reason.strip()
+        hold.save(update_fields=["released_at", "released_by", "release_reason"])
+        _bump_scope(hold)
+    return hold
+
+
+def legal_hold_protected_count(*, hold: LegalHold) -> int:
+    return (
+        RetentionRecord.objects.filter(_hold_scope_filter(hold))
+        .exclude(state=RecordState.DELETED)
+        .count()
+    )

@@ -1,0 +1,908 @@
+"""The deletion engine: run ledger, single-flight lease, claim, dispose.
+
+A run is written before any work. An enforcing run holds a lease per data
+class, so a second trigger refuses instead of sweeping twice. Work proceeds in
+claimed pages: claim (short transaction, SKIP LOCKED) → re-check (short
+transaction) → delete (no transaction, no lock) → finalize (short
+transaction: row state, event and run counts together). Every step is safe to
+repeat; a crash anywhere leaves rows whose lease expires and which the next
+claimer probes before deleting again.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from django.db import transaction
+from django.db.models import Count, F, Min, Q, QuerySet
+from django.utils import timezone
+
+from retention.conf import settings
+from retention.disposal import DisposalItem, Disposer, ObjectDisposer
+from retention.exceptions import RunRefused
+from retention.models import (
+    RUN_COUNT_FIELDS,
+    DataClassMode,
+    DeletionEvent,
+    EventOutcome,
+    LegalHold,
+    Policy,
+    PolicyVersionStatus,
+    RecordState,
+    RetentionRecord,
+    Run,
+    RunLease,
+    RunMode,
+    RunStatus,
+    RunTrigger,
+)
+from retention.pacing import RateGate, gate_for
+from retention.services.control import kill_switch_is_paused
+from retention.storage import KeyResult, Outcome, StorageUnavailable
+
+logger = logging.getLogger("retention.engine")
+
+Clock = Callable[[], datetime]
+
+
+# --------------------------------------------------------------------------
+# Scope and settings of a run
+
+
+@dataclass(frozen=True, slots=True)
+class ClassRules:
+    data_class: str
+    batch_size: int
+    rate_limit: float | None
+    max_attempts: int
+    safety_margin: timedelta
+
+
+def _rules_for(policy: Policy) -> ClassRules:
+    version = (
+        policy.versions.filter(status=PolicyVersionStatus.APPROVED).first()
+        or policy.versions.filter(approved_at__isnull=False).order_by("-number").first()
+    )
+    if version is None:
+        return ClassRules(policy.data_class, 500, None, settings.MAX_ATTEMPTS, timedelta(0))
+    return ClassRules(
+        data_class=policy.data_class,
+        batch_size=version.batch_size,
+        rate_limit=version.rate_limit,
+        max_attempts=version.max_attempts or settings.MAX_ATTEMPTS,
+        safety_margin=version.safety_margin,
+    )
+
+
+def _scope(run: Run) -> QuerySet[RetentionRecord]:
+    qs = RetentionRecord.objects.filter(data_class__in=run.data_classes)
+    if run.tenant_id:
+        qs = qs.filter(tenant_id=run.tenant_id)
+    record_ids = run.report.get("record_ids") if isinstance(run.report, dict) else None
+    if record_ids:
+        qs = qs.filter(pk__in=record_ids)
+    return qs
+
+
+def _expired_pending(run: Run) -> QuerySet[RetentionRecord]:
+    return _scope(run).pending().filter(expires_at__lte=run.cutoff)
+
+
+# --------------------------------------------------------------------------
+# Start: the ledger row, then the lease
+
+
+def run_start(
+    *,
+    mode: str,
+    trigger: str = RunTrigger.COMMAND,
+    data_classes: Sequence[str] | None = None,
+    tenant_id: str | None = None,
+    limit: int | None = None,
+    record_ids: Sequence[int] | None = None,
+    now: datetime,
+) -> Run:
+    """Write the run and take its leases; raise RunRefused when it cannot run.
+
+    A refused run stays in the ledger with status ``refused`` and its reason.
+    """
+    if mode not in RunMode.values:
+        raise RunRefused(f"Unknown mode {mode!r}.", reason="bad_arguments")
+    if limit is not None and limit < 1:
+        raise RunRefused("--limit must be at least 1.", reason="bad_arguments")
+    policies = list(Policy.objects.all())
+    known = {p.data_class: p for p in policies}
+    if data_classes:
+        unknown = sorted(set(data_classes) - set(known))
+        if unknown:
+            raise RunRefused(
+                f"Unknown data class(es): {', '.join(unknown)}. Known: "
+                f"{', '.join(sorted(known)) or 'none'}.",
+                reason="bad_arguments",
+            )
+        chosen = [known[name] for name in dict.fromkeys(data_classes)]
+    else:
+        chosen = sorted(policies, key=lambda p: p.data_class)
+
+    refusal: tuple[str, str] | None = None
+    if mode == RunMode.ENFORCE:
+        report_only = [p.data_class for p in chosen if p.mode != DataClassMode.ENFORCE]
+        if data_classes and report_only:
+            refusal = (
+                f"Data class(es) {', '.join(report_only)} are report-only: review a dry run "
+                "and enable enforcement first.",
+                "report_only",
+            )
+        chosen = [p for p in chosen if p.mode == DataClassMode.ENFORCE]
+        if refusal is None and kill_switch_is_paused():
+            refusal = ("Retention is paused (kill switch); resume it first.", "paused")
+
+    rules = [_rules_for(p) for p in chosen]
+    margin = max((r.safety_margin for r in rules), default=timedelta(0))
+    report: dict = {"rules": {r.data_class: _rules_json(r) for r in rules}}
+    if record_ids:
+        report["record_ids"] = list(record_ids)
+    run = Run.objects.create(
+        trigger=trigger,
+        mode=mode,
+        data_classes=[p.data_class for p in chosen],
+        tenant_id=tenant_id or None,
+        limit=limit,
+        started_at=now,
+        cutoff=now - margin,
+        report=report,
+    )
+    if refusal is not None:
+        _refuse(run, refusal[0], refusal[1], now)
+    if mode == RunMode.ENFORCE and run.data_classes:
+        _abandon_stale_runs(now)
+        holder = _acquire_leases(run, now)
+        if holder is not None:
+            _refuse(
+                run,
+                f"Another enforcing run ({holder}) holds the lease on this data class; "
+                "not starting a second sweep.",
+                "lease_held",
+                now,
+            )
+        try:
+            _check_storages(run)
+        except StorageUnavailable as exc:
+            _release_leases(run)
+            _refuse(run, f"Storage unreachable: {exc}", "storage_unavailable", now)
+    return run
+
+
+def _rules_json(rules: ClassRules) -> dict:
+    return {
+        "batch_size": rules.batch_size,
+        "rate_limit": rules.rate_limit,
+        "max_attempts": rules.max_attempts,
+        "safety_margin_seconds": rules.safety_margin.total_seconds(),
+    }
+
+
+def _refuse(run: Run, message: str, reason: str, now: datetime) -> None:
+    Run.objects.filter(pk=run.pk).update(
+        status=RunStatus.REFUSED, status_reason=f"{reason}: {message}", finished_at=now
+    )
+    raise RunRefused(message, reason=reason, run_id=run.pk)
+
+
+def _abandon_stale_runs(now: datetime) -> None:
+    Run.objects.filter(
+        status=RunStatus.RUNNING, mode=RunMode.ENFORCE, lease_expires_at__lt=now
+    ).update(status=RunStatus.ABANDONED, status_reason="lease expired", finished_at=now)
+
+
+def _acquire_leases(run: Run, now: datetime) -> str | None:
+    """Take every class's lease or none; return the holder's run id on conflict."""
+    expires = now + timedelta(seconds=settings.RUN_LEASE_SECONDS)
+    with transaction.atomic():
+        for data_class in sorted(run.data_classes):
+            RunLease.objects.get_or_create(data_class=data_class)
+        leases = list(
+            RunLease.objects.select_for_update()
+            .filter(data_class__in=run.data_classes)
+            .order_by("data_class")
+        )
+        for lease in leases:
+            if lease.owner is not None and lease.expires_at and lease.expires_at > now:
+                transaction.set_rollback(True)
+                return str(lease.run_id)
+        RunLease.objects.filter(data_class__in=run.data_classes).update(
+            run=run, owner=run.lease_owner, expires_at=expires
+        )
+        Run.objects.filter(pk=run.pk).update(lease_expires_at=expires)
+    return None
+
+
+def _heartbeat(run: Run, now: datetime) -> None:
+    expires = now + timedelta(seconds=settings.RUN_LEASE_SECONDS)
+    RunLease.objects.filter(owner=run.lease_owner).update(expires_at=expires)
+    Run.objects.filter(pk=run.pk).update(lease_expires_at=expires)
+
+
+def _release_leases(run: Run) -> None:
+    RunLease.objects.filter(owner=run.lease_owner).update(run=None, owner=None, expires_at=None)
+
+
+def _check_storages(run: Run) -> None:
+    aliases = _expired_pending(run).values_list("storage", flat=True).distinct()
+    disposer = ObjectDisposer()
+    for alias in sorted(set(aliases)):
+        disposer.adapter(alias).check()
+
+
+# --------------------------------------------------------------------------
+# Claim
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimedItem:
+    record_id: int
+    row_version: int
+    tenant_id: str
+    data_class: str
+    storage: str
+    object_key: str
+    key_digest: str
+    expires_at: datetime
+    attempt: int
+    probe: bool
+    policy_version_id: int
+    policy_key: str
+    policy_version_number: int
+    disposition: str
+    erase_all_versions: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    run_id: uuid.UUID
+    token: uuid.UUID
+    cutoff: datetime
+    items: tuple[ClaimedItem, ...]
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+
+_CLAIM_FIELDS = (
+    "id",
+    "row_version",
+    "tenant_id",
+    "data_class",
+    "storage",
+    "object_key",
+    "key_digest",
+    "expires_at",
+    "attempts",
+    "disposal_started_at",
+    "policy_version_id",
+    "policy_version__policy__data_class",
+    "policy_version__number",
+    "policy_version__disposition",
+    "policy_version__erase_all_versions",
+)
+
+
+def records_claim(*, run: Run, data_class: str, limit: int, now: datetime) -> Claim:
+    """Move up to ``limit`` eligible rows to ``deleting`` under a fresh lease.
+
+    Rows locked by another claimer are skipped, not waited for. The
+    transaction holds no lock once this returns.
+    """
+    token = uuid.uuid4()
+    lease_until = now + timedelta(seconds=settings.LEASE_SECONDS)
+    with transaction.atomic():
+        candidates = (
+            _scope(run)
+            .filter(data_class=data_class)
+            .claimable(cutoff=run.cutoff, now=now)
+            .not_held()
+            .order_by("expires_at", "id")
+            .select_for_update(skip_locked=True, of=("self",))
+            .values_list("id", flat=True)[:limit]
+        )
+        ids = list(candidates)
+        if ids:
+            RetentionRecord.objects.filter(pk__in=ids).update(
+                state=RecordState.DELETING,
+                lease_owner=token,
+                lease_expires_at=lease_until,
+                attempts=F("attempts") + 1,
+            )
+            rows = list(
+                RetentionRecord.objects.filter(pk__in=ids, lease_owner=token)
+                .order_by("expires_at", "id")
+                .values(*_CLAIM_FIELDS)
+            )
+        else:
+            rows = []
+        if rows:
+            Run.objects.filter(pk=run.pk).update(claimed=F("claimed") + len(rows))
+    items = tuple(
+        ClaimedItem(
+            record_id=row["id"],
+            row_version=row["row_version"],
+            tenant_id=row["tenant_id"],
+            data_class=row["data_class"],
+            storage=row["storage"],
+            object_key=row["object_key"],
+            key_digest=row["key_digest"],
+            expires_at=row["expires_at"],
+            attempt=row["attempts"],
+            probe=row["disposal_started_at"] is not None,
+            policy_version_id=row["policy_version_id"],
+            policy_key=row["policy_version__policy__data_class"],
+            policy_version_number=row["policy_version__number"],
+            disposition=row["policy_version__disposition"],
+            erase_all_versions=row["policy_version__erase_all_versions"],
+        )
+        for row in rows
+    )
+    return Claim(run_id=run.pk, token=token, cutoff=run.cutoff, items=items)
+
+
+# --------------------------------------------------------------------------
+# Dispose a claim
+
+
+@dataclass
+class ClaimOutcome:
+    counts: Counter[str] = field(default_factory=Counter)
+
+    def __getitem__(self, name: str) -> int:
+        return self.counts[name]
+
+
+def _idempotency_key(item: ClaimedItem, outcome: str) -> str:
+    base = f"{item.policy_version_id}:{item.record_id}:{item.disposition}"
+    if outcome in (EventOutcome.DELETED, EventOutcome.ALREADY_ABSENT):
+        return base
+    if outcome in (EventOutcome.SKIPPED_HELD, EventOutcome.SKIPPED_RENEWED):
+        return f"{base}:{outcome}:v{item.row_version}"
+    return f"{base}:{outcome}:a{item.attempt}"
+
+
+def _event(
+    item: ClaimedItem, *, run_id: uuid.UUID, outcome: str, now: datetime, reason: str = ""
+) -> DeletionEvent:
+    return DeletionEvent(
+        idempotency_key=_idempotency_key(item, outcome),
+        record_id=item.record_id,
+        run_id=run_id,
+        tenant_id=item.tenant_id,
+        data_class=item.data_class,
+        policy_version_id=item.policy_version_id,
+        policy_key=item.policy_key,
+        policy_version_number=item.policy_version_number,
+        disposition=item.disposition,
+        outcome=outcome,
+        attempt=item.attempt,
+        reason=reason[:2000],
+        key_digest=item.key_digest,
+        expires_at=item.expires_at,
+        occurred_at=now,
+    )
+
+
+def _held_ids(items: Iterable[ClaimedItem]) -> set[int]:
+    items = list(items)
+    ids = [i.record_id for i in items]
+    holds = list(LegalHold.objects.active().filter(Q(record__isnull=True) | Q(record_id__in=ids)))
+    held = set()
+    for item in items:
+        for hold in holds:
+            if (
+                (not hold.tenant_id or hold.tenant_id == item.tenant_id)
+                and (not hold.data_class or hold.data_class == item.data_class)
+                and (not hold.record_id or hold.record_id == item.record_id)
+            ):
+                held.add(item.record_id)
+                break
+    return held
+
+
+def _recheck(claim: Claim, now: datetime) -> tuple[list[ClaimedItem], ClaimOutcome]:
+    """Keep the items still ours, unchanged, expired and unheld; release the rest."""
+    result = ClaimOutcome()
+    by_id = {item.record_id: item for item in claim.items}
+    with transaction.atomic():
+        current = {
+            row["id"]: row
+            for row in RetentionRecord.objects.select_for_update()
+            .filter(pk__in=list(by_id))
+            .values("id", "state", "lease_owner", "row_version", "expires_at")
+        }
+        held = _held_ids(claim.items)
+        proceed: list[ClaimedItem] = []
+        release_held: list[int] = []
+        events: list[DeletionEvent] = []
+        for record_id, item in by_id.items():
+            row = current.get(record_id)
+            ours = (
+                row is not None
+                and row["state"] == RecordState.DELETING
+                and row["lease_owner"] == claim.token
+            )
+            if not ours:
+                # Renewed since the claim (renewal resets the row to active
+                # and bumps its version); a reclaim by someone else is theirs.
+                renewed = (
+                    row is not None
+                    and row["state"] in (RecordState.ACTIVE, RecordState.FAILED)
+                    and row["row_version"] != item.row_version
+                )
+                if renewed:
+                    events.append(
+                        _event(
+                            item,
+                            run_id=claim.run_id,
+                            outcome=EventOutcome.SKIPPED_RENEWED,
+                            now=now,
+                            reason="renewed after claim",
+                        )
+                    )
+                    result.counts["skipped_renewed"] += 1
+                continue
+            if record_id in held:
+                release_held.append(record_id)
+                events.append(
+                    _event(
+                        item,
+                        run_id=claim.run_id,
+                        outcome=EventOutcome.SKIPPED_HELD,
+                        now=now,
+                        reason="legal hold applies",
+                    )
+                )
+                result.counts["skipped_held"] += 1
+                continue
+            if row["expires_at"] > claim.cutoff:
+                release_held.append(record_id)
+                events.append(
+                    _event(
+                        item,
+                        run_id=claim.run_id,
+                        outcome=EventOutcome.SKIPPED_RENEWED,
+                        now=now,
+                        reason="no longer expired",
+                    )
+                )
+                result.counts["skipped_renewed"] += 1
+                continue
+            # A version bump without a renewal is a hold change; holds were
+            # checked just above, against the database as it is now.
+            proceed.append(item)
+        if release_held:
+            RetentionRecord.objects.filter(pk__in=release_held, lease_owner=claim.token).update(
+                state=RecordState.ACTIVE, lease_owner=None, lease_expires_at=None
+            )
+        if proceed:
+            RetentionRecord.objects.filter(
+                pk__in=[i.record_id for i in proceed], lease_owner=claim.token
+            ).update(
+                disposal_started_at=now,
+                lease_expires_at=now + timedelta(seconds=settings.LEASE_SECONDS),
+            )
+        DeletionEvent.objects.bulk_create(events, ignore_conflicts=True)
+        _add_counts(claim.run_id, result.counts)
+    return proceed, result
+
+
+def _add_counts(run_id: uuid.UUID, counts: Counter[str]) -> None:
+    updates = {name: F(name) + n for name, n in counts.items() if n and hasattr(Run, name)}
+    if updates:
+        Run.objects.filter(pk=run_id).update(**updates)
+
+
+def _backoff(attempt: int) -> timedelta:
+    ceiling = min(settings.RETRY_MAX_SECONDS, settings.RETRY_BASE_SECONDS * 2 ** (attempt - 1))
+    # "Equal jitter": never less than half the step, so retries stay spread.
+    return timedelta(seconds=ceiling / 2 + random.uniform(0, ceiling / 2))
+
+
+def _finalize(
+    claim: Claim,
+    items: Sequence[ClaimedItem],
+    results: dict[int, KeyResult],
+    *,
+    max_attempts: int,
+    now: datetime,
+) -> ClaimOutcome:
+    outcome = ClaimOutcome()
+    by_id = {item.record_id: item for item in items}
+    with transaction.atomic():
+        # Only rows still leased to this claim are ours to finalize; a row
+        # reclaimed after our lease expired belongs to its new claimer.
+        ours = set(
+            RetentionRecord.objects.select_for_update()
+            .filter(
+                pk__in=list(by_id),
+                lease_owner=claim.token,
+                state=RecordState.DELETING,
+            )
+            .values_list("id", flat=True)
+        )
+        events: list[DeletionEvent] = []
+        done: list[int] = []
+        retry: dict[int, tuple[datetime, str]] = {}
+        failed: dict[int, str] = {}
+        for record_id in ours:
+            item = by_id[record_id]
+            result = results[record_id]
+            if result.outcome in (Outcome.DELETED, Outcome.ABSENT):
+                kind = (
+                    EventOutcome.DELETED
+                    if result.outcome == Outcome.DELETED
+                    else EventOutcome.ALREADY_ABSENT
+                )
+                events.append(_event(item, run_id=claim.run_id, outcome=kind, now=now))
+                done.append(record_id)
+                outcome.counts["deleted" if kind == EventOutcome.DELETED else "already_absent"] += 1
+            elif result.outcome == Outcome.TRANSIENT and item.attempt < max_attempts:
+                events.append(
+                    _event(
+                        item,
+                        run_id=claim.run_id,
+                        outcome=EventOutcome.RETRY_SCHEDULED,
+                        now=now,
+                        reason=result.reason,
+                    )
+                )
+                retry[record_id] = (now + _backoff(item.attempt), result.reason)
+                outcome.counts["retried"] += 1
+            else:
+                reason = result.reason
+                if result.outcome == Outcome.TRANSIENT:
+                    reason = f"gave up after {item.attempt} attempts: {reason}"
+                events.append(
+                    _event(
+                        item,
+                        run_id=claim.run_id,
+                        outcome=EventOutcome.FAILED,
+                        now=now,
+                        reason=reason,
+                    )
+                )
+                failed[record_id] = reason
+                outcome.counts["failed"] += 1
+        if done:
+            RetentionRecord.objects.filter(pk__in=done).update(
+                state=RecordState.DELETED,
+                deleted_at=now,
+                lease_owner=None,
+                lease_expires_at=None,
+                last_error="",
+            )
+        for record_id, (when, reason) in retry.items():
+            RetentionRecord.objects.filter(pk=record_id).update(
+                state=RecordState.FAILED,
+                retryable=True,
+                next_attempt_at=when,
+                last_error=reason[:2000],
+                lease_owner=None,
+                lease_expires_at=None,
+            )
+        for record_id, reason in failed.items():
+            RetentionRecord.objects.filter(pk=record_id).update(
+                state=RecordState.FAILED,
+                retryable=False,
+                next_attempt_at=None,
+                last_error=reason[:2000],
+                lease_owner=None,
+                lease_expires_at=None,
+            )
+        DeletionEvent.objects.bulk_create(events, ignore_conflicts=True)
+        _add_counts(claim.run_id, outcome.counts)
+    return outcome
+
+
+def claim_dispose(
+    *,
+    claim: Claim,
+    clock: Clock,
+    disposer: Disposer | None = None,
+    gate: RateGate | None = None,
+    max_attempts: int | None = None,
+) -> ClaimOutcome:
+    """Re-check, delete and finalize one claim. Safe to call twice."""
+    total = ClaimOutcome()
+    if not claim.items:
+        return total
+    proceed, rechecked = _recheck(claim, clock())
+    total.counts.update(rechecked.counts)
+    if not proceed:
+        return total
+    disposer = disposer or ObjectDisposer()
+    gate = gate or gate_for(None)
+    results: dict[int, KeyResult] = {}
+    for erase in (False, True):
+        group = [item for item in proceed if item.erase_all_versions is erase]
+        if not group:
+            continue
+        items = [
+            DisposalItem(
+                record_id=i.record_id, storage=i.storage, object_key=i.object_key, probe=i.probe
+            )
+            for i in group
+        ]
+        results.update(disposer.dispose(items, erase_versions=erase, gate=gate))
+    finalized = _finalize(
+        claim,
+        proceed,
+        results,
+        max_attempts=max_attempts or settings.MAX_ATTEMPTS,
+        now=clock(),
+    )
+    total.counts.update(finalized.counts)
+    return total
+
+
+# --------------------------------------------------------------------------
+# The whole run
+
+
+ProgressFn = Callable[[Run], None]
+
+
+def _measure(run: Run) -> None:
+    """Count eligible and held work once, at the fixed cutoff."""
+    expired = _expired_pending(run)
+    eligible = expired.not_held().aggregate(n=Count("id"), oldest=Min("expires_at"))
+    held = expired.held().count()
+    Run.objects.filter(pk=run.pk).update(
+        eligible=eligible["n"], oldest_eligible_at=eligible["oldest"], skipped_held=held
+    )
+
+
+def _report(run: Run) -> dict:
+    expired = _expired_pending(run)
+    per_class: dict[str, dict] = {
+        name: {"eligible": 0, "held": 0, "oldest_eligible_at": None} for name in run.data_classes
+    }
+    for row in (
+        expired.not_held().values("data_class").annotate(n=Count("id"), oldest=Min("expires_at"))
+    ):
+        per_class[row["data_class"]].update(
+            eligible=row["n"],
+            oldest_eligible_at=row["oldest"].isoformat() if row["oldest"] else None,
+        )
+    for row in expired.held().values("data_class").annotate(n=Count("id")):
+        per_class[row["data_class"]]["held"] = row["n"]
+    top = settings.REPORT_TOP_TENANTS
+    tenants: dict[str, list[dict]] = {}
+    for name in run.data_classes:
+        rows = (
+            expired.not_held()
+            .filter(data_class=name)
+            .values("tenant_id")
+            .annotate(n=Count("id"), oldest=Min("expires_at"))
+            .order_by("-n", "tenant_id")[:top]
+        )
+        tenants[name] = [
+            {
+                "tenant_id": r["tenant_id"],
+                "eligible": r["n"],
+                "oldest_eligible_at": r["oldest"].isoformat(),
+            }
+            for r in rows
+        ]
+    failed_for_review = dict(
+        _scope(run)
+        .filter(state=RecordState.FAILED, retryable=False)
+        .values_list("data_class")
+        .annotate(n=Count("id"))
+    )
+    return {
+        "per_data_class": per_class,
+        "per_tenant": tenants,
+        "failed_for_review": failed_for_review,
+    }
+
+
+def _record_held_skips(run: Run, now: datetime) -> None:
+    """One skipped_held event per held expired row and row version."""
+    rows = (
+        _expired_pending(run)
+        .held()
+        .order_by("id")
+        .values_list(
+            "id",
+            "row_version",
+            "tenant_id",
+            "data_class",
+            "key_digest",
+            "expires_at",
+            "attempts",
+            "policy_version_id",
+            "policy_version__policy__data_class",
+            "policy_version__number",
+            "policy_version__disposition",
+        )
+    )
+    batch: list[DeletionEvent] = []
+    for row in rows.iterator(chunk_size=2000):
+        item = ClaimedItem(
+            record_id=row[0],
+            row_version=row[1],
+            tenant_id=row[2],
+            data_class=row[3],
+            storage="",
+            object_key="",
+            key_digest=row[4],
+            expires_at=row[5],
+            attempt=row[6],
+            probe=False,
+            policy_version_id=row[7],
+            policy_key=row[8],
+            policy_version_number=row[9],
+            disposition=row[10],
+            erase_all_versions=False,
+        )
+        batch.append(
+            _event(
+                item,
+                run_id=run.pk,
+                outcome=EventOutcome.SKIPPED_HELD,
+                now=now,
+                reason="legal hold applies",
+            )
+        )
+        if len(batch) >= 2000:
+            DeletionEvent.objects.bulk_create(batch, ignore_conflicts=True)
+            batch = []
+    if batch:
+        DeletionEvent.objects.bulk_create(batch, ignore_conflicts=True)
+
+
+def _finish(run: Run, status: str, reason: str, now: datetime) -> Run:
+    with transaction.atomic():
+        Run.objects.filter(pk=run.pk).update(
+            status=status, status_reason=reason, finished_at=now, lease_expires_at=None
+        )
+        _release_leases(run)
+    run.refresh_from_db()
+    return run
+
+
+def _next_retry_due(run: Run) -> datetime | None:
+    return (
+        _scope(run)
+        .filter(
+            state=RecordState.FAILED,
+            retryable=True,
+            expires_at__lte=run.cutoff,
+        )
+        .not_held()
+        .aggregate(due=Min("next_attempt_at"))["due"]
+    )
+
+
+def run_execute(
+    *,
+    run: Run,
+    clock: Clock = timezone.now,
+    max_seconds: float | None = None,
+    progress: ProgressFn | None = None,
+    disposer: Disposer | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> Run:
+    """Sweep a started run to the end, to its limit, or to its time budget."""
+    if run.status != RunStatus.RUNNING:
+        return run
+    try:
+        return _execute(
+            run,
+            clock=clock,
+            max_seconds=max_seconds,
+            progress=progress,
+            disposer=disposer,
+            sleep=sleep,
+        )
+    except BaseException as exc:
+        # The rows in flight keep their leases and are probed by the next
+        # claimer; the run itself must not stay "running" for ever.
+        logger.error("retention run %s failed: %s", run.pk, type(exc).__name__)
+        try:
+            _finish(run, RunStatus.ERROR, f"{type(exc).__name__}: {exc}"[:2000], clock())
+        except Exception:
+            logger.exception("could not record the failure of run %s", run.pk)
+        raise
+
+
+def _execute(
+    run: Run,
+    *,
+    clock: Clock,
+    max_seconds: float | None,
+    progress: ProgressFn | None,
+    disposer: Disposer | None,
+    sleep: Callable[[float], None],
+) -> Run:
+    started = time.monotonic()
+    _measure(run)
+    if run.mode == RunMode.DRY_RUN:
+        report = dict(run.report)
+        report.update(_report(run))
+        Run.objects.filter(pk=run.pk).update(report=report)
+        return _finish(run, RunStatus.FINISHED, "", clock())
+
+    _record_held_skips(run, clock())
+    rules = {
+        name: ClassRules(name, **_rules_args(run.report["rules"][name]))
+        for name in run.data_classes
+    }
+    gates = {name: gate_for(r.rate_limit) for name, r in rules.items()}
+    disposer = disposer or ObjectDisposer()
+    remaining = run.limit
+    active = list(run.data_classes)
+    while True:
+        if kill_switch_is_paused():
+            return _finish(run, RunStatus.PAUSED, "kill switch engaged", clock())
+        if max_seconds is not None and time.monotonic() - started >= max_seconds:
+            return _finish(
+                run, RunStatus.STOPPED, f"time budget of {max_seconds:g}s reached", clock()
+            )
+        if remaining is not None and remaining <= 0:
+            return _finish(run, RunStatus.STOPPED, f"limit of {run.limit} records reached", clock())
+        claimed_any = False
+        for name in list(active):
+            size = rules[name].batch_size
+            if remaining is not None:
+                size = min(size, remaining)
+            now = clock()
+            _heartbeat(run, now)
+            claim = records_claim(run=run, data_class=name, limit=size, now=now)
+            if not claim.items:
+                continue
+            claimed_any = True
+            if remaining is not None:
+                remaining -= len(claim)
+            claim_dispose(
+                claim=claim,
+                clock=clock,
+                disposer=disposer,
+                gate=gates[name],
+                max_attempts=rules[name].max_attempts,
+            )
+            if progress:
+                run.refresh_from_db()
+                progress(run)
+            if remaining is not None and remaining <= 0:
+                break
+        if claimed_any:
+            continue
+        due = _next_retry_due(run)
+        if due is None:
+            break
+        wait = (due - clock()).total_seconds()
+        budget_left = (
+            max_seconds - (time.monotonic() - started) if max_seconds is not None else float("inf")
+        )
+        if wait > min(settings.RETRY_WAIT_IN_RUN_SECONDS, budget_left):
+            break
+        sleep(max(wait, 0.0) + 0.01)
+    return _finish(run, RunStatus.FINISHED, "", clock())
+
+
+def _rules_args(data: dict) -> dict:
+    return {
+        "batch_size": int(data["batch_size"]),
+        "rate_limit": data["rate_limit"],
+        "max_attempts": int(data["max_attempts"]),
+        "safety_margin": timedelta(seconds=data["safety_margin_seconds"]),
+    }
+
+
+def run_counts(run: Run) -> dict[str, int]:
+    return {name: getattr(run, name) for name in RUN_COUNT_FIELDS}

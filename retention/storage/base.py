@@ -1,0 +1,57 @@
+"""The one interface the engine uses to remove objects from a store.
+
+The engine never talks to boto3 or a Django storage directly: it hands a
+batch of exact keys to an adapter and gets one outcome per key back, so the
+same claim/re-check/finalize logic serves S3, a filesystem, or a test double.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+
+class Outcome(enum.StrEnum):
+    DELETED = "deleted"
+    # The object was not there (probed before the delete). A success.
+    ABSENT = "absent"
+    # Worth retrying later: timeouts, connection errors, throttling, 5xx.
+    TRANSIENT = "transient"
+    # Retrying will not help: access denied, malformed key, object locked.
+    PERMANENT = "permanent"
+
+
+@dataclass(frozen=True, slots=True)
+class KeyResult:
+    key: str
+    outcome: Outcome
+    reason: str = ""
+
+
+class StorageUnavailable(Exception):
+    """The store as a whole cannot be used (missing bucket, bad endpoint)."""
+
+
+class StorageAdapter(Protocol):
+    alias: str
+
+    def check(self) -> None:
+        """Raise StorageUnavailable when the store cannot be used at all."""
+
+    def delete_many(
+        self,
+        keys: Sequence[str],
+        *,
+        erase_versions: bool = False,
+        probe: Collection[str] = (),
+    ) -> dict[str, KeyResult]:
+        """Delete exactly these keys; return one result per key.
+
+        ``probe`` lists keys whose previous attempt may already have removed
+        them: the adapter checks their existence first and reports ABSENT for
+        those that are gone. ``erase_versions`` removes every version and
+        delete marker of the exact key on a versioned bucket.
+        """
+        ...

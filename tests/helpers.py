@@ -1,0 +1,42 @@
+"""Small builders shared by tests: write an object, track it, run the engine."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from django.core.files.base import ContentFile
+from django.core.files.storage import storages
+
+from retention import services
+from retention.models import RetentionRecord, Run, RunMode
+
+
+def put_tracked(
+    *,
+    tenant_id: str = "acme",
+    data_class: str = "idv.photo",
+    key: str | None = None,
+    now: datetime,
+    storage: str = "default",
+    body: bytes = b"x",
+) -> RetentionRecord:
+    key = key or f"{tenant_id}/{data_class}/{now.timestamp():.0f}-{RetentionRecord.objects.count()}"
+    saved = storages[storage].save(key, ContentFile(body))
+    return services.record_track(
+        tenant_id=tenant_id, data_class=data_class, object_key=saved, now=now, storage=storage
+    )
+
+
+def exists(record: RetentionRecord) -> bool:
+    return storages[record.storage].exists(record.object_key)
+
+
+def enforce(*, now: datetime, clock: Any = None, **kwargs: Any) -> Run:
+    run = services.run_start(mode=RunMode.ENFORCE, now=now, **kwargs.pop("start", {}))
+    return services.run_execute(run=run, clock=clock or (lambda: now), **kwargs)
+
+
+def dry_run(*, now: datetime, **kwargs: Any) -> Run:
+    run = services.run_start(mode=RunMode.DRY_RUN, now=now, **kwargs)
+    return services.run_execute(run=run, clock=lambda: now)

@@ -17,12 +17,16 @@ from retention import services
 from retention.exceptions import (
     EnforcementNotAllowed,
     FourEyesViolation,
+    InvalidHold,
+    InvalidPolicyVersion,
+    InvalidTransition,
     LockedPolicyShortened,
     NoApprovedPolicy,
     NotAllowed,
     RecordAlreadyDeleted,
     RecordBeingDisposed,
     RetentionError,
+    RunRefused,
     UnknownDataClass,
 )
 from retention.models import KillSwitch, LegalHold, Policy, PolicyVersion, RetentionRecord
@@ -30,12 +34,16 @@ from retention.models import KillSwitch, LegalHold, Policy, PolicyVersion, Reten
 __all__ = [
     "EnforcementNotAllowed",
     "FourEyesViolation",
+    "InvalidHold",
+    "InvalidPolicyVersion",
+    "InvalidTransition",
     "LockedPolicyShortened",
     "NoApprovedPolicy",
     "NotAllowed",
     "RecordAlreadyDeleted",
     "RecordBeingDisposed",
     "RetentionError",
+    "RunRefused",
     "UnknownDataClass",
     "approve_policy_version",
     "disable_enforcement",

@@ -28,6 +28,8 @@ def check_storage_aliases(**kwargs: Any) -> list[Error]:
                 )
             )
         try:
+            if not isinstance(path, str):
+                raise ImportError(f"expected a dotted path string, got {type(path).__name__}")
             import_string(path)
         except ImportError as exc:
             errors.append(
@@ -88,19 +90,28 @@ def check_s3_storages(**kwargs: Any) -> list[Error]:
     return errors
 
 
+_POSITIVE = ("LEASE_SECONDS", "RUN_LEASE_SECONDS", "MAX_ATTEMPTS", "REPORT_TOP_TENANTS")
+_NON_NEGATIVE = ("RETRY_BASE_SECONDS", "RETRY_MAX_SECONDS", "RETRY_WAIT_IN_RUN_SECONDS")
+
+
 @register("retention")
 def check_numbers(**kwargs: Any) -> list[Error]:
     problems = []
+    for name in (*_POSITIVE, *_NON_NEGATIVE):
+        try:
+            value = getattr(settings, name)
+        except (TypeError, ValueError) as exc:
+            problems.append(f"RETENTION_{name} cannot be read as a number: {exc}")
+            continue
+        if name in _POSITIVE and value <= 0:
+            problems.append(f"RETENTION_{name} must be greater than 0 (it is {value}).")
+        if name in _NON_NEGATIVE and value < 0:
+            problems.append(f"RETENTION_{name} must not be negative (it is {value}).")
     try:
-        if settings.LEASE_SECONDS <= 0 or settings.RUN_LEASE_SECONDS <= 0:
-            problems.append("RETENTION_LEASE_SECONDS and RETENTION_RUN_LEASE_SECONDS must be > 0")
-        if settings.MAX_ATTEMPTS < 1:
-            problems.append("RETENTION_MAX_ATTEMPTS must be >= 1")
-        if settings.RETRY_BASE_SECONDS < 0 or settings.RETRY_MAX_SECONDS < 0:
-            problems.append("RETENTION_RETRY_*_SECONDS must be >= 0")
-        settings.DRY_RUN_MAX_AGE  # noqa: B018  (parses the value)
+        if settings.DRY_RUN_MAX_AGE.total_seconds() <= 0:
+            problems.append("RETENTION_DRY_RUN_MAX_AGE must be positive.")
     except (TypeError, ValueError) as exc:
-        problems.append(f"a RETENTION_* number cannot be parsed: {exc}")
+        problems.append(f"RETENTION_DRY_RUN_MAX_AGE cannot be read as a duration: {exc}")
     return [
         Error(p, hint="Fix the setting in your settings module.", id="retention.E005")
         for p in problems

@@ -7,6 +7,7 @@ from typing import Any
 
 from retention.models import Run as RunModel
 from retention.models import RunMode, RunStatus
+from retention.services.runs import class_cutoff
 
 
 def rfc3339(value: datetime | None) -> str | None:
@@ -25,6 +26,7 @@ def run_as_json(run: RunModel) -> dict[str, Any]:
         "data_classes": list(run.data_classes),
         "tenant_id": run.tenant_id,
         "cutoff": rfc3339(run.cutoff),
+        "cutoffs": {name: rfc3339(class_cutoff(run, name)) for name in run.data_classes},
         "counts": run.counts(),
         "oldest_eligible_at": rfc3339(run.oldest_eligible_at),
         "started_at": rfc3339(run.started_at),
@@ -53,9 +55,14 @@ def summary_lines(run: RunModel) -> list[str]:
         )
         per_class = run.report.get("per_data_class", {})
         for name, data in sorted(per_class.items()):
+            note = (
+                "; report-only, enable enforcement to delete"
+                if data.get("mode") == ("report_only")
+                else ""
+            )
             lines.append(
                 f"    {name}: would delete {data['eligible']}, held {data['held']}, "
-                f"oldest expired {data['oldest_eligible_at'] or 'none'}"
+                f"oldest expired {data['oldest_eligible_at'] or 'none'}{note}"
             )
             for tenant in run.report.get("per_tenant", {}).get(name, [])[:10]:
                 lines.append(

@@ -40,3 +40,21 @@ def enforce(*, now: datetime, clock: Any = None, **kwargs: Any) -> Run:
 def dry_run(*, now: datetime, **kwargs: Any) -> Run:
     run = services.run_start(mode=RunMode.DRY_RUN, now=now, **kwargs)
     return services.run_execute(run=run, clock=lambda: now)
+
+
+def add_s3_storage(settings: Any, alias: str, endpoint_url: str, bucket: str) -> str:
+    """Add a django-storages S3 alias pointing at the test S3 server."""
+    settings.STORAGES = {
+        **settings.STORAGES,
+        alias: {
+            "BACKEND": "storages.backends.s3.S3Storage",
+            "OPTIONS": {
+                "bucket_name": bucket,
+                "endpoint_url": endpoint_url,
+                "access_key": "testing",
+                "secret_key": "testing",
+                "region_name": "us-east-1",
+            },
+        },
+    }
+    return alias

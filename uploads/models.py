@@ -6,11 +6,13 @@ import uuid
 
 from django.db import models
 
+from retention.models import data_class_validator
+
 
 class Upload(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     tenant_id = models.CharField(max_length=100, db_index=True)
-    data_class = models.SlugField(max_length=100)
+    data_class = models.CharField(max_length=100, validators=[data_class_validator])
     storage = models.CharField(max_length=100, default="default")
     object_key = models.CharField(max_length=1024, unique=True)
     original_name = models.CharField(max_length=255)

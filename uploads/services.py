@@ -3,11 +3,14 @@
 The object is written first under a fresh, never-reused key; the record and
 the Upload row follow in one transaction. If that transaction fails, the
 object is removed again, so there is never an object without a record nor a
-record without an object.
+record without an object. (Called inside a transaction of the caller's that
+later rolls back, the object stays: call it outside, or clean up in the
+caller.)
 """
 
 from __future__ import annotations
 
+import logging
 import re
 import unicodedata
 import uuid
@@ -20,6 +23,8 @@ from django.db import transaction
 from retention import api
 from retention.services.policies import policy_version_in_force
 from uploads.models import Upload
+
+logger = logging.getLogger("uploads")
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -73,5 +78,9 @@ def upload_create(
                 created_at=record.created_at,
             )
     except BaseException:
-        backend.delete(saved_key)
+        try:
+            backend.delete(saved_key)
+        except Exception:
+            # Keep the original error; the orphan is logged by id, not by key.
+            logger.exception("could not remove an untracked upload for tenant %s", tenant_id)
         raise

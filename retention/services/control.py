@@ -30,11 +30,17 @@ def _policy_for_update(data_class: str) -> Policy:
 def latest_reviewable_dry_run(*, data_class: str, now: datetime) -> Run | None:
     """The newest finished dry run covering the class within the allowed age."""
     since = now - settings.DRY_RUN_MAX_AGE
+    # A dry run narrowed to one tenant or a few records does not show what
+    # enforcement would do to the whole class.
     candidates = Run.objects.filter(
-        mode=RunMode.DRY_RUN, status=RunStatus.FINISHED, finished_at__gte=since
+        mode=RunMode.DRY_RUN,
+        status=RunStatus.FINISHED,
+        finished_at__gte=since,
+        tenant_id__isnull=True,
+        limit__isnull=True,
     ).order_by("-finished_at")
     for run in candidates.iterator():
-        if data_class in run.data_classes:
+        if data_class in run.data_classes and not run.report.get("record_ids"):
             return run
     return None
 

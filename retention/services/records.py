@@ -7,7 +7,7 @@ claimer holding an older view of the row cannot act on it.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.conf import settings as django_settings
 from django.contrib.auth.models import AbstractBaseUser
@@ -20,8 +20,18 @@ from retention.exceptions import (
     RecordAlreadyDeleted,
     RecordBeingDisposed,
     RetentionError,
+    RunRefused,
 )
-from retention.models import LegalHold, RecordState, RetentionRecord
+from retention.models import (
+    DataClassMode,
+    LegalHold,
+    Policy,
+    RecordState,
+    RetentionRecord,
+    Run,
+    RunMode,
+    RunTrigger,
+)
 from retention.services.policies import policy_version_in_force
 from retention.storage.keys import MalformedKey, validate_object_key
 
@@ -48,7 +58,7 @@ def record_track(
     except MalformedKey as exc:
         raise InvalidObjectKey(str(exc)) from exc
     version = policy_version_in_force(data_class=data_class)
-    return RetentionRecord.objects.create(
+    record = RetentionRecord.objects.create(
         tenant_id=tenant_id,
         data_class=data_class,
         storage=storage,
@@ -58,6 +68,35 @@ def record_track(
         created_at=now,
         expires_at=now + version.retention_period,
     )
+    if version.retention_period == timedelta(0):
+        # Only once the host's transaction has committed: the object must
+        # not be deleted for a record that is then rolled back.
+        transaction.on_commit(lambda: record_dispose_at_write(record=record, now=now))
+    return record
+
+
+def record_dispose_at_write(*, record: RetentionRecord, now: datetime) -> Run | None:
+    """Dispose of a zero-period record at once, through the ordinary engine.
+
+    Nothing happens while its data class is report-only; with a safety
+    margin, or while another run holds the class's lease, the next run
+    deletes it instead.
+    """
+    from retention.services.runs import run_execute, run_start
+
+    if not Policy.objects.filter(data_class=record.data_class, mode=DataClassMode.ENFORCE).exists():
+        return None
+    try:
+        run = run_start(
+            mode=RunMode.ENFORCE,
+            trigger=RunTrigger.API,
+            data_classes=[record.data_class],
+            record_ids=[record.pk],
+            now=now,
+        )
+    except RunRefused:
+        return None
+    return run_execute(run=run, clock=lambda: now)
 
 
 def record_renew(*, record: RetentionRecord, now: datetime) -> RetentionRecord:

@@ -91,8 +91,23 @@ def _scope(run: Run) -> QuerySet[RetentionRecord]:
     return qs
 
 
+def class_cutoff(run: Run, data_class: str) -> datetime:
+    """start − the class's own safety margin, fixed when the run started."""
+    rules = run.report.get("rules", {}).get(data_class) if isinstance(run.report, dict) else None
+    if not rules:
+        return run.cutoff
+    return run.started_at - timedelta(seconds=rules["safety_margin_seconds"])
+
+
+def _expired_q(run: Run) -> Q:
+    q = Q(pk__in=[])
+    for name in run.data_classes:
+        q |= Q(data_class=name, expires_at__lte=class_cutoff(run, name))
+    return q
+
+
 def _expired_pending(run: Run) -> QuerySet[RetentionRecord]:
-    return _scope(run).pending().filter(expires_at__lte=run.cutoff)
+    return _scope(run).pending().filter(_expired_q(run))
 
 
 # --------------------------------------------------------------------------
@@ -301,12 +316,13 @@ def records_claim(*, run: Run, data_class: str, limit: int, now: datetime) -> Cl
     transaction holds no lock once this returns.
     """
     token = uuid.uuid4()
+    cutoff = class_cutoff(run, data_class)
     lease_until = now + timedelta(seconds=settings.LEASE_SECONDS)
     with transaction.atomic():
         candidates = (
             _scope(run)
             .filter(data_class=data_class)
-            .claimable(cutoff=run.cutoff, now=now)
+            .claimable(cutoff=cutoff, now=now)
             .not_held()
             .order_by("expires_at", "id")
             .select_for_update(skip_locked=True, of=("self",))
@@ -349,7 +365,7 @@ def records_claim(*, run: Run, data_class: str, limit: int, now: datetime) -> Cl
         )
         for row in rows
     )
-    return Claim(run_id=run.pk, token=token, cutoff=run.cutoff, items=items)
+    return Claim(run_id=run.pk, token=token, cutoff=cutoff, items=items)
 
 
 # --------------------------------------------------------------------------
@@ -667,8 +683,16 @@ def _measure(run: Run) -> None:
 
 def _report(run: Run) -> dict:
     expired = _expired_pending(run)
+    modes = dict(Policy.objects.values_list("data_class", "mode"))
     per_class: dict[str, dict] = {
-        name: {"eligible": 0, "held": 0, "oldest_eligible_at": None} for name in run.data_classes
+        name: {
+            "eligible": 0,
+            "held": 0,
+            "oldest_eligible_at": None,
+            "mode": modes.get(name),
+            "cutoff": class_cutoff(run, name).isoformat(),
+        }
+        for name in run.data_classes
     }
     for row in (
         expired.not_held().values("data_class").annotate(n=Count("id"), oldest=Min("expires_at"))
@@ -778,11 +802,7 @@ def _finish(run: Run, status: str, reason: str, now: datetime) -> Run:
 def _next_retry_due(run: Run) -> datetime | None:
     return (
         _scope(run)
-        .filter(
-            state=RecordState.FAILED,
-            retryable=True,
-            expires_at__lte=run.cutoff,
-        )
+        .filter(_expired_q(run), state=RecordState.FAILED, retryable=True)
         .not_held()
         .aggregate(due=Min("next_attempt_at"))["due"]
     )

@@ -22,7 +22,7 @@ from retention.models import (
 )
 from retention.pacing import RateGate
 from retention.storage import KeyResult, Outcome, get_adapter
-from tests.helpers import dry_run, enforce, exists, put_tracked
+from tests.helpers import add_s3_storage, dry_run, enforce, exists, put_tracked
 
 pytestmark = pytest.mark.django_db
 
@@ -467,19 +467,7 @@ def test_dry_run__touches_nothing_and_reports_what_would_be_deleted(make_policy,
 
 @pytest.fixture
 def s3_alias(settings, s3_server, s3_bucket) -> str:
-    settings.STORAGES = {
-        **settings.STORAGES,
-        "s3": {
-            "BACKEND": "storages.backends.s3.S3Storage",
-            "OPTIONS": {
-                "bucket_name": s3_bucket,
-                "endpoint_url": s3_server.endpoint_url,
-                "access_key": "testing",
-                "secret_key": "testing",
-                "region_name": "us-east-1",
-            },
-        },
-    }
+    add_s3_storage(settings, "s3", s3_server.endpoint_url, s3_bucket)
     return "s3"
 
 
@@ -527,19 +515,7 @@ def test_s3__more_than_1000_keys_in_one_disposal_uses_several_delete_objects(
 def test_s3__versioned_bucket_with_erasure_leaves_no_version_and_no_marker(
     make_policy, now, settings, s3_server, s3_versioned_bucket, s3_client
 ):
-    settings.STORAGES = {
-        **settings.STORAGES,
-        "s3v": {
-            "BACKEND": "storages.backends.s3.S3Storage",
-            "OPTIONS": {
-                "bucket_name": s3_versioned_bucket,
-                "endpoint_url": s3_server.endpoint_url,
-                "access_key": "testing",
-                "secret_key": "testing",
-                "region_name": "us-east-1",
-            },
-        },
-    }
+    add_s3_storage(settings, "s3v", s3_server.endpoint_url, s3_versioned_bucket)
     make_policy(erase_all_versions=True)
     bucket = s3_versioned_bucket
     s3_client.put_object(Bucket=bucket, Key="acme/doc", Body=b"v1")
@@ -618,3 +594,36 @@ def test_kill_switch__paused_mid_run_stops_claiming(make_policy, now, approver):
     assert run.status == "paused"
     assert run.deleted == 1
     assert sum(1 for r in records if exists(r)) == 2
+
+
+def test_zero_period__deleted_at_write_time_when_enforced(
+    make_policy, now, django_capture_on_commit_callbacks
+):
+    make_policy(period=timedelta(0))
+    with django_capture_on_commit_callbacks(execute=True):
+        record = put_tracked(now=now)
+    record.refresh_from_db()
+    assert record.state == RecordState.DELETED and not exists(record)
+    assert outcomes(record) == [EventOutcome.DELETED]
+
+
+def test_zero_period__report_only_class_keeps_the_object_until_enforced(
+    make_policy, now, django_capture_on_commit_callbacks
+):
+    make_policy(period=timedelta(0), enforce=False)
+    with django_capture_on_commit_callbacks(execute=True):
+        record = put_tracked(now=now)
+    record.refresh_from_db()
+    assert record.state == RecordState.ACTIVE and exists(record)
+    assert record.expires_at == record.created_at
+
+
+def test_cutoff__each_data_class_uses_its_own_safety_margin(make_policy, now):
+    make_policy("idv.photo", timedelta(days=1))
+    make_policy("pod.scan", timedelta(days=1), safety_margin=timedelta(hours=1))
+    photo = put_tracked(data_class="idv.photo", now=now - timedelta(days=1, minutes=10))
+    scan = put_tracked(data_class="pod.scan", now=now - timedelta(days=1, minutes=10))
+    run = enforce(now=now)
+    assert run.cutoff == now - timedelta(hours=1)  # the earliest, shown for the run
+    assert run.deleted == 1
+    assert not exists(photo) and exists(scan)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 import time
 from typing import Any
 
@@ -84,8 +83,8 @@ class Command(BaseCommand):
         def progress(current: Run) -> None:
             if time.monotonic() - last[0] >= 1.0:
                 last[0] = time.monotonic()
-                sys.stderr.write(progress_line(current) + "\n")
-                sys.stderr.flush()
+                self.stderr.write(progress_line(current))
+                self.stderr.flush()
 
         if not as_json:
             scope = ", ".join(run.data_classes) or "nothing"

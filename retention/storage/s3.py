@@ -1,0 +1,403 @@
+"""Delete from S3 with batched DeleteObjects and report one outcome per key.
+
+It talks to boto3 directly: ``S3Storage.delete()`` swallows every 404, even
+the one for a bucket that does not exist, so a misconfigured store would look
+like a successful deletion. Reasons and errors never contain an object key:
+they end up in the audit trail, and keys may carry personal data.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Collection, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeAlias
+
+import boto3
+from botocore.config import Config
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    HTTPClientError,
+    IncompleteReadError,
+    NoCredentialsError,
+    PartialCredentialsError,
+)
+from botocore.exceptions import ConnectionError as BotoConnectionError
+from botocore.parsers import ResponseParserError
+from django.core.exceptions import ImproperlyConfigured
+
+from .base import KeyResult, Outcome, StorageUnavailable
+from .keys import MAX_KEY_BYTES, MalformedKey, validate_object_key
+
+if TYPE_CHECKING:
+    from storages.backends.s3 import S3Storage
+
+# boto3 generates client classes at runtime; there is nothing precise to name.
+S3Client: TypeAlias = Any
+
+MAX_CHUNK_SIZE = 1000
+
+ABSENT_CODES = frozenset({"NoSuchKey", "NoSuchVersion"})
+TRANSIENT_CODES = frozenset(
+    {
+        "SlowDown",
+        "InternalError",
+        "ServiceUnavailable",
+        "RequestTimeout",
+        "Throttling",
+        "ThrottlingException",
+        "RequestThrottled",
+        "TooManyRequests",
+        "RequestLimitExceeded",
+        "BandwidthLimitExceeded",
+        "OperationAborted",
+        # HEAD answers carry no body, so the code is the bare status.
+        "429",
+        "500",
+        "502",
+        "503",
+        "504",
+    }
+)
+TRANSIENT_STATUSES = frozenset({429, 500, 502, 503, 504})
+# Whole-request errors that say the store itself is misconfigured: every key
+# would fail the same way, so the run should stop instead of failing rows.
+UNAVAILABLE_CODES = frozenset(
+    {
+        "NoSuchBucket",
+        "InvalidAccessKeyId",
+        "SignatureDoesNotMatch",
+        "ExpiredToken",
+        "InvalidToken",
+        "AccountProblem",
+        "AllAccessDisabled",
+        "PermanentRedirect",
+        "AuthorizationHeaderMalformed",
+    }
+)
+# Connection refused or reset, timeouts, truncated or garbled answers (a
+# proxy's HTML error page, a connection cut mid-body).
+NETWORK_ERRORS = (BotoConnectionError, HTTPClientError, IncompleteReadError, ResponseParserError)
+# Everything a request can raise that says something about the request.
+REQUEST_ERRORS = (ClientError, BotoCoreError, ResponseParserError)
+_RANK = {Outcome.ABSENT: 0, Outcome.DELETED: 1, Outcome.TRANSIENT: 2, Outcome.PERMANENT: 3}
+
+
+@dataclass(frozen=True, slots=True)
+class _Target:
+    """One entry of a DeleteObjects request: a key, or one version of it."""
+
+    key: str
+    s3_key: str
+    version_id: str | None = None
+
+
+def client_config(
+    *,
+    connect_timeout: float = 5.0,
+    read_timeout: float = 30.0,
+    max_attempts: int = 3,
+) -> Config:
+    """Timeouts and bounded retries; the engine does its own backoff on top.
+
+    ``max_attempts`` counts every attempt, the first included (1 = no retry).
+    It is passed as botocore's ``total_max_attempts``: botocore's own
+    ``max_attempts`` counts retries only and would allow one attempt more.
+    """
+    return Config(
+        connect_timeout=connect_timeout,
+        read_timeout=read_timeout,
+        retries={"mode": "standard", "total_max_attempts": max_attempts},
+    )
+
+
+class S3Adapter:
+    def __init__(
+        self,
+        alias: str,
+        client: S3Client,
+        bucket: str,
+        *,
+        chunk_size: int = MAX_CHUNK_SIZE,
+        prefix: str = "",
+    ) -> None:
+        if not bucket:
+            raise ValueError(f"storage {alias!r}: no bucket name")
+        if not 1 <= chunk_size <= MAX_CHUNK_SIZE:
+            raise ValueError(f"chunk_size must be between 1 and {MAX_CHUNK_SIZE}, got {chunk_size}")
+        self.alias = alias
+        self.client = client
+        self.bucket = bucket
+        self.chunk_size = chunk_size
+        # S3Storage stores name N under "<location>/N"; records hold N.
+        self.prefix = prefix.strip("/")
+
+    @classmethod
+    def from_storage(
+        cls,
+        alias: str,
+        storage: S3Storage,
+        *,
+        connect_timeout: float = 5.0,
+        read_timeout: float = 30.0,
+        max_attempts: int = 3,
+        chunk_size: int = MAX_CHUNK_SIZE,
+    ) -> S3Adapter:
+        if not storage.bucket_name:
+            raise ImproperlyConfigured(
+                f"storage {alias!r} has no bucket name (AWS_STORAGE_BUCKET_NAME)"
+            )
+        if storage.session_profile:
+            session = boto3.session.Session(profile_name=storage.session_profile)
+        else:
+            session = boto3.session.Session(
+                aws_access_key_id=storage.access_key,
+                aws_secret_access_key=storage.secret_key,
+                aws_session_token=storage.security_token,
+            )
+        config = client_config(
+            connect_timeout=connect_timeout,
+            read_timeout=read_timeout,
+            max_attempts=max_attempts,
+        )
+        # Keep the storage's addressing style, signature version and proxies.
+        base_config = getattr(storage, "client_config", None)
+        if base_config is not None:
+            config = base_config.merge(config)
+        client = session.client(
+            "s3",
+            region_name=storage.region_name,
+            use_ssl=storage.use_ssl,
+            endpoint_url=storage.endpoint_url,
+            verify=storage.verify,
+            config=config,
+        )
+        return cls(
+            alias,
+            client,
+            storage.bucket_name,
+            chunk_size=chunk_size,
+            prefix=storage.location or "",
+        )
+
+    def check(self) -> None:
+        try:
+            self.client.head_bucket(Bucket=self.bucket)
+        except ClientError as exc:
+            code, status, message = _error_parts(exc)
+            if code in {"404", "NoSuchBucket"} or status == 404:
+                detail = "bucket does not exist"
+            elif code in {"403", "AccessDenied"} or status == 403:
+                detail = "access denied"
+            else:
+                detail = f"{code}: {message}"
+            raise StorageUnavailable(self._describe(detail)) from exc
+        except NETWORK_ERRORS as exc:
+            detail = (
+                f"endpoint {self.client.meta.endpoint_url} unreachable or not answering "
+                f"as S3 ({type(exc).__name__})"
+            )
+            raise StorageUnavailable(self._describe(detail)) from exc
+        except REQUEST_ERRORS as exc:
+            detail = f"{type(exc).__name__}: {exc}"
+            raise StorageUnavailable(self._describe(detail)) from exc
+
+    def delete_many(
+        self,
+        keys: Sequence[str],
+        *,
+        erase_versions: bool = False,
+        probe: Collection[str] = (),
+    ) -> dict[str, KeyResult]:
+        unique = list(dict.fromkeys(keys))
+        results: dict[str, KeyResult] = {}
+        candidates: list[str] = []
+        for key in unique:
+            try:
+                validate_object_key(key)
+                size = len(self._s3_key(key).encode("utf-8"))
+                if size > MAX_KEY_BYTES:
+                    raise MalformedKey(
+                        f"object key is {size} bytes under location {self.prefix!r}, "
+                        f"more than {MAX_KEY_BYTES}"
+                    )
+            except MalformedKey as exc:
+                results[key] = KeyResult(key, Outcome.PERMANENT, f"MalformedKey: {exc}")
+            else:
+                candidates.append(key)
+
+        if erase_versions:
+            targets = self._version_targets(candidates, results)
+        else:
+            targets = self._probed_targets(candidates, set(probe), results)
+
+        outcomes: dict[str, list[tuple[Outcome, str]]] = {}
+        for chunk in _chunks(targets, self.chunk_size):
+            for target, outcome, reason in self._delete_chunk(chunk):
+                outcomes.setdefault(target.key, []).append((outcome, reason))
+        for key, per_entry in outcomes.items():
+            outcome, reason = max(per_entry, key=lambda item: _RANK[item[0]])
+            results[key] = KeyResult(key, outcome, reason)
+        return {key: results[key] for key in unique}
+
+    def _s3_key(self, key: str) -> str:
+        return f"{self.prefix}/{key}" if self.prefix else key
+
+    def _describe(self, detail: str) -> str:
+        return f"storage {self.alias!r}, bucket {self.bucket!r}: {detail}"
+
+    def _probed_targets(
+        self, keys: Iterable[str], probe: set[str], results: dict[str, KeyResult]
+    ) -> list[_Target]:
+        targets: list[_Target] = []
+        saw_not_found = False
+        for key in keys:
+            s3_key = self._s3_key(key)
+            if key in probe:
+                try:
+                    self.client.head_object(Bucket=self.bucket, Key=s3_key)
+                except ClientError as exc:
+                    code, status, _ = _error_parts(exc)
+                    if status == 404 or code in {"404", "NoSuchKey"}:
+                        saw_not_found = True
+                        results[key] = KeyResult(key, Outcome.ABSENT)
+                        continue
+                    # Without s3:ListBucket a missing object answers 403;
+                    # deleting is harmless either way, so do not give up here.
+                    if status != 403:
+                        outcome, reason = self._request_failure(exc)
+                        results[key] = KeyResult(key, outcome, reason)
+                        continue
+                except REQUEST_ERRORS as exc:
+                    outcome, reason = self._request_failure(exc)
+                    results[key] = KeyResult(key, outcome, reason)
+                    continue
+            targets.append(_Target(key, s3_key))
+        if saw_not_found:
+            # HEAD on a missing bucket is a bare 404 too: make sure the objects
+            # are gone, not the bucket, before reporting them absent.
+            self.check()
+        return targets
+
+    def _version_targets(self, keys: Iterable[str], results: dict[str, KeyResult]) -> list[_Target]:
+        targets: list[_Target] = []
+        paginator = self.client.get_paginator("list_object_versions")
+        for key in keys:
+            s3_key = self._s3_key(key)
+            # The delimiter folds "key/..." children into one common prefix;
+            # siblings such as "key2" still need the exact-match filter.
+            pages = paginator.paginate(Bucket=self.bucket, Prefix=s3_key, Delimiter="/")
+            try:
+                version_ids = [
+                    entry["VersionId"]
+                    for page in pages
+                    for entry in itertools.chain(
+                        page.get("Versions", ()), page.get("DeleteMarkers", ())
+                    )
+                    if entry["Key"] == s3_key
+                ]
+            except REQUEST_ERRORS as exc:
+                outcome, reason = self._request_failure(exc)
+                results[key] = KeyResult(key, outcome, reason)
+                continue
+            if not version_ids:
+                results[key] = KeyResult(key, Outcome.ABSENT)
+                continue
+            targets.extend(_Target(key, s3_key, version_id) for version_id in version_ids)
+        return targets
+
+    def _delete_chunk(self, chunk: Sequence[_Target]) -> Iterator[tuple[_Target, Outcome, str]]:
+        objects: list[dict[str, str]] = []
+        for target in chunk:
+            entry = {"Key": target.s3_key}
+            if target.version_id is not None:
+                entry["VersionId"] = target.version_id
+            objects.append(entry)
+        try:
+            response = self.client.delete_objects(
+                Bucket=self.bucket, Delete={"Objects": objects, "Quiet": False}
+            )
+        except REQUEST_ERRORS as exc:
+            outcome, reason = self._request_failure(exc)
+            for target in chunk:
+                yield target, outcome, reason
+            return
+
+        pending: dict[str, dict[str | None, _Target]] = {}
+        for target in chunk:
+            pending.setdefault(target.s3_key, {})[target.version_id] = target
+
+        def claim(answer: dict[str, Any]) -> _Target | None:
+            versions = pending.get(answer.get("Key", ""))
+            if not versions:
+                return None
+            version_id = answer.get("VersionId")
+            if version_id in versions:
+                return versions.pop(version_id)
+            if None in versions:
+                return versions.pop(None)
+            if version_id is None:
+                # Some servers leave VersionId out of a per-version answer.
+                return versions.pop(next(iter(versions)))
+            return None
+
+        for answer in response.get("Deleted", ()):
+            deleted = claim(answer)
+            if deleted is not None:
+                yield deleted, Outcome.DELETED, ""
+        for answer in response.get("Errors", ()):
+            failed = claim(answer)
+            if failed is None:
+                continue
+            code = answer.get("Code", "")
+            message = _scrub(answer.get("Message", ""), failed.key, failed.s3_key)
+            yield failed, _key_error_outcome(code), f"{code}: {message}"
+        for versions in pending.values():
+            for unanswered in versions.values():
+                yield unanswered, Outcome.TRANSIENT, "storage returned no result for this key"
+
+    def _request_failure(self, exc: Exception) -> tuple[Outcome, str]:
+        """Classify an error that failed a whole request."""
+        if isinstance(exc, ClientError):
+            code, status, message = _error_parts(exc)
+            if code in UNAVAILABLE_CODES:
+                raise StorageUnavailable(self._describe(f"{code}: {message}")) from exc
+            if code in TRANSIENT_CODES or status in TRANSIENT_STATUSES:
+                return Outcome.TRANSIENT, f"{code}: {message}"
+            return Outcome.PERMANENT, f"{code}: {message}"
+        if isinstance(exc, (NoCredentialsError, PartialCredentialsError)):
+            raise StorageUnavailable(self._describe(str(exc))) from exc
+        # The text of these errors contains the request URL, which for a HEAD
+        # or a listing contains the key, so only the type is reported.
+        if isinstance(exc, NETWORK_ERRORS):
+            return Outcome.TRANSIENT, f"{type(exc).__name__}: no answer from the endpoint"
+        return Outcome.PERMANENT, type(exc).__name__
+
+
+def _error_parts(exc: ClientError) -> tuple[str, int | None, str]:
+    error = exc.response.get("Error", {})
+    status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+    return str(error.get("Code", "")), status, str(error.get("Message", ""))
+
+
+def _key_error_outcome(code: str) -> Outcome:
+    if code in ABSENT_CODES:
+        return Outcome.ABSENT
+    if code in TRANSIENT_CODES:
+        return Outcome.TRANSIENT
+    return Outcome.PERMANENT
+
+
+def _scrub(message: str, *keys: str) -> str:
+    for key in sorted(keys, key=len, reverse=True):
+        # A very short key identifies no one, and replacing it would mangle
+        # ordinary words of the message.
+        if len(key) >= 8:
+            message = message.replace(key, "<key>")
+    return message
+
+
+def _chunks(items: Sequence[_Target], size: int) -> Iterator[Sequence[_Target]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]

@@ -1,0 +1,208 @@
+"""One test per system check id (SPEC §4: stable ids, retention.E001...)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import SystemCheckError
+
+from retention.checks import (
+    check_digest_key,
+    check_numbers,
+    check_s3_storages,
+    check_storage_aliases,
+)
+
+ADAPTER = "retention.storage.django.DjangoStorageAdapter"
+S3_BACKEND = "storages.backends.s3.S3Storage"
+
+
+def ids(errors: list) -> list[str]:
+    return [error.id for error in errors]
+
+
+def with_s3_storage(settings, **options: str) -> None:
+    settings.STORAGES = {
+        **settings.STORAGES,
+        "archive": {"BACKEND": S3_BACKEND, "OPTIONS": options},
+    }
+
+
+# --------------------------------------------------------------------------
+# E001: RETENTION_STORAGE_ADAPTERS names an alias STORAGES does not have
+
+
+def test_check_e001__adapter_for_an_unknown_storage_alias(settings):
+    settings.RETENTION_STORAGE_ADAPTERS = {"archive": ADAPTER}
+
+    errors = check_storage_aliases()
+
+    assert ids(errors) == ["retention.E001"]
+    assert "archive" in errors[0].msg
+    assert "default" in errors[0].hint
+
+
+def test_check_e001__adapter_for_a_known_alias_passes(settings):
+    settings.RETENTION_STORAGE_ADAPTERS = {"default": ADAPTER}
+
+    assert check_storage_aliases() == []
+
+
+# --------------------------------------------------------------------------
+# E002: no digest key
+
+
+@pytest.mark.parametrize("value", ["", None])
+def test_check_e002__empty_digest_key(settings, value):
+    settings.RETENTION_DIGEST_KEY = value
+
+    assert ids(check_digest_key()) == ["retention.E002"]
+
+
+def test_check_e002__missing_digest_key(settings):
+    del settings.RETENTION_DIGEST_KEY
+
+    assert ids(check_digest_key()) == ["retention.E002"]
+
+
+def test_check_e002__digest_key_set_passes(settings):
+    settings.RETENTION_DIGEST_KEY = "a-long-random-secret"
+
+    assert check_digest_key() == []
+
+
+# --------------------------------------------------------------------------
+# E003: an S3 storage that cannot work
+
+
+def test_check_e003__s3_storage_without_a_bucket(settings):
+    with_s3_storage(settings, access_key="AK", secret_key="SK")
+
+    errors = check_s3_storages()
+
+    assert ids(errors) == ["retention.E003"]
+    assert "archive" in errors[0].msg and "bucket" in errors[0].msg
+
+
+@pytest.mark.parametrize(
+    "credentials",
+    [{"access_key": "AK"}, {"secret_key": "SK"}],
+    ids=["key-without-secret", "secret-without-key"],
+)
+def test_check_e003__s3_key_and_secret_must_come_together(settings, credentials):
+    with_s3_storage(settings, bucket_name="lethe", **credentials)
+
+    errors = check_s3_storages()
+
+    assert ids(errors) == ["retention.E003"]
+    assert "archive" in errors[0].msg
+
+
+@pytest.mark.parametrize(
+    "credentials",
+    [{"access_key": "AK", "secret_key": "SK"}, {}],
+    ids=["key-and-secret", "instance-role"],
+)
+def test_check_e003__s3_storage_with_bucket_passes(settings, credentials):
+    with_s3_storage(settings, bucket_name="lethe", **credentials)
+
+    assert check_s3_storages() == []
+
+
+def test_check_e003__bucket_from_aws_storage_bucket_name_passes(settings):
+    settings.AWS_STORAGE_BUCKET_NAME = "lethe"
+    with_s3_storage(settings)
+
+    assert check_s3_storages() == []
+
+
+# --------------------------------------------------------------------------
+# E004: an adapter factory that cannot be imported
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "no_such_module.Adapter",
+        "retention.storage.django.NoSuchAdapter",
+        "not-a-dotted-path",
+        42,
+    ],
+    ids=["missing-module", "missing-attribute", "no-dots", "not-a-string"],
+)
+def test_check_e004__unimportable_adapter_path(settings, path):
+    settings.RETENTION_STORAGE_ADAPTERS = {"default": path}
+
+    errors = check_storage_aliases()
+
+    assert ids(errors) == ["retention.E004"]
+    assert "default" in errors[0].msg
+
+
+def test_check_e004__importable_adapter_path_passes(settings):
+    settings.RETENTION_STORAGE_ADAPTERS = {"default": ADAPTER}
+
+    assert "retention.E004" not in ids(check_storage_aliases())
+
+
+# --------------------------------------------------------------------------
+# E005: numbers that are out of range or cannot be parsed
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("RETENTION_LEASE_SECONDS", 0),
+        ("RETENTION_LEASE_SECONDS", "five minutes"),
+        ("RETENTION_RUN_LEASE_SECONDS", -1),
+        ("RETENTION_MAX_ATTEMPTS", 0),
+        ("RETENTION_MAX_ATTEMPTS", "many"),
+        ("RETENTION_RETRY_BASE_SECONDS", -0.5),
+        ("RETENTION_RETRY_MAX_SECONDS", -1),
+        ("RETENTION_DRY_RUN_MAX_AGE", "a week"),
+        ("RETENTION_RETRY_WAIT_IN_RUN_SECONDS", "half a minute"),
+        ("RETENTION_REPORT_TOP_TENANTS", "fifty"),
+    ],
+)
+def test_check_e005__bad_number(settings, name, value):
+    setattr(settings, name, value)
+
+    errors = check_numbers()
+
+    assert "retention.E005" in ids(errors)
+
+
+def test_check_e005__good_numbers_pass(settings):
+    settings.RETENTION_LEASE_SECONDS = 60
+    settings.RETENTION_RUN_LEASE_SECONDS = 120
+    settings.RETENTION_MAX_ATTEMPTS = 3
+    settings.RETENTION_RETRY_BASE_SECONDS = 0
+    settings.RETENTION_RETRY_MAX_SECONDS = 30
+    settings.RETENTION_DRY_RUN_MAX_AGE = timedelta(days=3)
+    settings.RETENTION_RETRY_WAIT_IN_RUN_SECONDS = 10
+    settings.RETENTION_REPORT_TOP_TENANTS = 20
+
+    assert check_numbers() == []
+
+
+def test_check_e005__dry_run_max_age_in_seconds_passes(settings):
+    settings.RETENTION_DRY_RUN_MAX_AGE = 86400
+
+    assert check_numbers() == []
+
+
+# --------------------------------------------------------------------------
+# Registration
+
+
+def test_checks__the_project_as_configured_passes():
+    call_command("check", "--tag", "retention")
+
+
+def test_checks__are_registered_so_manage_py_check_reports_them(settings):
+    settings.RETENTION_DIGEST_KEY = ""
+
+    with pytest.raises(SystemCheckError, match=r"retention\.E002"):
+        call_command("check", "--tag", "retention")

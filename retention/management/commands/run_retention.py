@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from retention.exceptions import RunRefused
 from retention.models import Run, RunMode, RunTrigger
-from retention.reporting import progress_line, run_as_json, summary_lines
+from retention.reporting import progress_line, rfc3339, run_as_json, summary_lines
 from retention.services import run_execute, run_start
 
 
@@ -90,7 +90,7 @@ class Command(BaseCommand):
             scope = ", ".join(run.data_classes) or "nothing"
             self.stdout.write(
                 f"Started {'dry run' if dry_run else 'run'} {run.pk} "
-                f"(cutoff {run.cutoff.isoformat()}) over {scope}."
+                f"(cutoff {rfc3339(run.cutoff)}) over {scope}."
             )
         run = run_execute(run=run, max_seconds=max_seconds, progress=progress)
         if as_json:

@@ -57,6 +57,10 @@ class RetentionSettings:
         return value if isinstance(value, timedelta) else timedelta(seconds=float(value))
 
     @property
+    def REPORT_SAMPLE_SIZE(self) -> int:
+        return int(self._get("REPORT_SAMPLE_SIZE", 20))
+
+    @property
     def REPORT_TOP_TENANTS(self) -> int:
         return int(self._get("REPORT_TOP_TENANTS", 50))
 

@@ -727,9 +727,21 @@ def _report(run: Run) -> dict:
         .values_list("data_class")
         .annotate(n=Count("id"))
     )
+    # A small sample for the reviewer: ids and key digests, never keys.
+    samples = {
+        name: [
+            {"record_id": r["id"], "tenant_id": r["tenant_id"], "key_digest": r["key_digest"]}
+            for r in expired.not_held()
+            .filter(data_class=name)
+            .order_by("expires_at", "id")
+            .values("id", "tenant_id", "key_digest")[: settings.REPORT_SAMPLE_SIZE]
+        ]
+        for name in run.data_classes
+    }
     return {
         "per_data_class": per_class,
         "per_tenant": tenants,
+        "sample": samples,
         "failed_for_review": failed_for_review,
     }
 

@@ -1,0 +1,1 @@
+"""Reads and reusable filters. Tenant scoping lives here, never in views."""

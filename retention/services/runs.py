@@ -239,8 +239,8 @@ def _acquire_leases(run: Run, now: datetime) -> str | None:
     return None
 
 
-def _heartbeat(run: Run, now: datetime) -> None:
-    expires = now + timedelta(seconds=settings.RUN_LEASE_SECONDS)
+def _heartbeat(run: Run, now: datetime, *, extra_seconds: float = 0.0) -> None:
+    expires = now + timedelta(seconds=settings.RUN_LEASE_SECONDS + extra_seconds)
     RunLease.objects.filter(owner=run.lease_owner).update(expires_at=expires)
     Run.objects.filter(pk=run.pk).update(lease_expires_at=expires)
 
@@ -285,6 +285,7 @@ class Claim:
     token: uuid.UUID
     cutoff: datetime
     items: tuple[ClaimedItem, ...]
+    lease_seconds: float = 300.0
 
     def __len__(self) -> int:
         return len(self.items)
@@ -309,7 +310,14 @@ _CLAIM_FIELDS = (
 )
 
 
-def records_claim(*, run: Run, data_class: str, limit: int, now: datetime) -> Claim:
+def records_claim(
+    *,
+    run: Run,
+    data_class: str,
+    limit: int,
+    now: datetime,
+    lease_seconds: float | None = None,
+) -> Claim:
     """Move up to ``limit`` eligible rows to ``deleting`` under a fresh lease.
 
     Rows locked by another claimer are skipped, not waited for. The
@@ -317,7 +325,10 @@ def records_claim(*, run: Run, data_class: str, limit: int, now: datetime) -> Cl
     """
     token = uuid.uuid4()
     cutoff = class_cutoff(run, data_class)
-    lease_until = now + timedelta(seconds=settings.LEASE_SECONDS)
+    # A paced page can take longer than the base lease: the caller adds the
+    # time the rate gate will make it wait.
+    lease_seconds = lease_seconds if lease_seconds is not None else settings.LEASE_SECONDS
+    lease_until = now + timedelta(seconds=lease_seconds)
     with transaction.atomic():
         candidates = (
             _scope(run)
@@ -365,7 +376,9 @@ def records_claim(*, run: Run, data_class: str, limit: int, now: datetime) -> Cl
         )
         for row in rows
     )
-    return Claim(run_id=run.pk, token=token, cutoff=cutoff, items=items)
+    return Claim(
+        run_id=run.pk, token=token, cutoff=cutoff, items=items, lease_seconds=lease_seconds
+    )
 
 
 # --------------------------------------------------------------------------
@@ -508,7 +521,7 @@ def _recheck(claim: Claim, now: datetime) -> tuple[list[ClaimedItem], ClaimOutco
                 pk__in=[i.record_id for i in proceed], lease_owner=claim.token
             ).update(
                 disposal_started_at=now,
-                lease_expires_at=now + timedelta(seconds=settings.LEASE_SECONDS),
+                lease_expires_at=now + timedelta(seconds=claim.lease_seconds),
             )
         DeletionEvent.objects.bulk_create(events, ignore_conflicts=True)
         _add_counts(claim.run_id, result.counts)
@@ -893,8 +906,15 @@ def _execute(
             if remaining is not None:
                 size = min(size, remaining)
             now = clock()
-            _heartbeat(run, now)
-            claim = records_claim(run=run, data_class=name, limit=size, now=now)
+            pacing = size / rules[name].rate_limit if rules[name].rate_limit else 0.0
+            _heartbeat(run, now, extra_seconds=pacing)
+            claim = records_claim(
+                run=run,
+                data_class=name,
+                limit=size,
+                now=now,
+                lease_seconds=settings.LEASE_SECONDS + pacing,
+            )
             if not claim.items:
                 continue
             claimed_any = True

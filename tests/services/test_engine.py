@@ -627,3 +627,21 @@ def test_cutoff__each_data_class_uses_its_own_safety_margin(make_policy, now):
     assert run.cutoff == now - timedelta(hours=1)  # the earliest, shown for the run
     assert run.deleted == 1
     assert not exists(photo) and exists(scan)
+
+
+def test_lease__a_paced_page_gets_a_lease_long_enough_for_its_gate_wait(make_policy, now):
+    # 0.5 deletes/s: a one-record page may wait 2 s at the gate on top of the base lease.
+    make_policy(rate_limit=0.5, batch_size=1)
+    put_tracked(now=now - timedelta(days=31))
+    seen: list[tuple[datetime, datetime]] = []
+
+    class Inspecting(ObjectDisposer):
+        def dispose(self, items: Sequence[DisposalItem], **kwargs: Any) -> dict[int, KeyResult]:
+            record = RetentionRecord.objects.get(pk=items[0].record_id)
+            run_lease = Run.objects.get(status="running").lease_expires_at
+            seen.append((record.lease_expires_at, run_lease))
+            return super().dispose(items, **kwargs)
+
+    run = enforce(now=now, disposer=Inspecting())
+    assert run.deleted == 1
+    assert seen == [(now + timedelta(seconds=302), now + timedelta(seconds=302))]

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.db import transaction
-from django.db.models import Count, F, Min, Q, QuerySet
+from django.db.models import Count, F, Min, Q
 from django.utils import timezone
 
 from retention.conf import settings
@@ -35,6 +35,7 @@ from retention.models import (
     LegalHold,
     Policy,
     PolicyVersionStatus,
+    RecordQuerySet,
     RecordState,
     RetentionRecord,
     Run,
@@ -81,8 +82,8 @@ def _rules_for(policy: Policy) -> ClassRules:
     )
 
 
-def _scope(run: Run) -> QuerySet[RetentionRecord]:
-    qs = RetentionRecord.objects.filter(data_class__in=run.data_classes)
+def _scope(run: Run) -> RecordQuerySet:
+    qs: RecordQuerySet = RetentionRecord.objects.filter(data_class__in=run.data_classes)
     if run.tenant_id:
         qs = qs.filter(tenant_id=run.tenant_id)
     record_ids = run.report.get("record_ids") if isinstance(run.report, dict) else None
@@ -106,7 +107,7 @@ def _expired_q(run: Run) -> Q:
     return q
 
 
-def _expired_pending(run: Run) -> QuerySet[RetentionRecord]:
+def _expired_pending(run: Run) -> RecordQuerySet:
     return _scope(run).pending().filter(_expired_q(run))
 
 
@@ -496,6 +497,7 @@ def _recheck(claim: Claim, now: datetime) -> tuple[list[ClaimedItem], ClaimOutco
                 )
                 result.counts["skipped_held"] += 1
                 continue
+            assert row is not None  # "ours" implies the row was found
             if row["expires_at"] > claim.cutoff:
                 release_held.append(record_id)
                 events.append(
@@ -714,8 +716,8 @@ def _report(run: Run) -> dict:
             eligible=row["n"],
             oldest_eligible_at=row["oldest"].isoformat() if row["oldest"] else None,
         )
-    for row in expired.held().values("data_class").annotate(n=Count("id")):
-        per_class[row["data_class"]]["held"] = row["n"]
+    for held in expired.held().values("data_class").annotate(n=Count("id")):
+        per_class[held["data_class"]]["held"] = held["n"]
     top = settings.REPORT_TOP_TENANTS
     tenants: dict[str, list[dict]] = {}
     for name in run.data_classes:
@@ -906,7 +908,8 @@ def _execute(
             if remaining is not None:
                 size = min(size, remaining)
             now = clock()
-            pacing = size / rules[name].rate_limit if rules[name].rate_limit else 0.0
+            rate = rules[name].rate_limit
+            pacing = size / rate if rate else 0.0
             _heartbeat(run, now, extra_seconds=pacing)
             claim = records_claim(
                 run=run,

@@ -74,7 +74,7 @@ class Command(BaseCommand):
             )
         except RunRefused as exc:
             if as_json and exc.run_id is not None:
-                refused = Run.objects.get(pk=exc.run_id)
+                refused = Run.objects.get(pk=str(exc.run_id))
                 self.stdout.write(json.dumps(run_as_json(refused)))
             raise CommandError(f"run refused ({exc.reason}): {exc}") from exc
 

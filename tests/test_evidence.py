@@ -1,0 +1,76 @@
+from __future__ import annotations
+
+import hashlib
+from datetime import UTC, datetime
+
+import pytest
+
+from retention import evidence
+
+
+def leaves(n: int) -> list[bytes]:
+    return [hashlib.sha256(f"leaf {i}".encode()).digest() for i in range(n)]
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 4, 5, 7, 8, 9, 16, 17, 33])
+def test_inclusion_path__every_leaf_recomputes_the_root(size):
+    items = leaves(size)
+    root = evidence.merkle_root(items)
+    for index in range(size):
+        path = evidence.inclusion_path(items, index)
+        assert evidence.root_from_path(items[index], index, size, path) == root
+
+
+@pytest.mark.parametrize("size", [2, 5, 8, 13])
+def test_inclusion_path__a_changed_leaf_or_index_does_not_recompute_the_root(size):
+    items = leaves(size)
+    root = evidence.merkle_root(items)
+    for index in range(size):
+        path = evidence.inclusion_path(items, index)
+        forged = hashlib.sha256(b"forged").digest()
+        assert evidence.root_from_path(forged, index, size, path) != root
+        other = (index + 1) % size
+        try:
+            moved = evidence.root_from_path(items[index], other, size, path)
+        except ValueError:
+            continue  # a path of the wrong length for that index is refused outright
+        assert moved != root
+
+
+def test_merkle_root__matches_rfc6962_shape_for_three_leaves():
+    a, b, c = leaves(3)
+    node = lambda left, right: hashlib.sha256(b"\x01" + left + right).digest()  # noqa: E731
+    assert evidence.merkle_root([a, b, c]) == node(node(a, b), c)
+
+
+def test_root_from_path__rejects_paths_of_the_wrong_length():
+    items = leaves(4)
+    path = evidence.inclusion_path(items, 1)
+    with pytest.raises(ValueError):
+        evidence.root_from_path(items[1], 1, 4, path[:-1])
+    with pytest.raises(ValueError):
+        evidence.root_from_path(items[1], 1, 4, [*path, path[0]])
+
+
+def test_leaf_hash__covers_every_field_and_one_spelling_per_instant():
+    when = datetime(2026, 3, 14, 12, 0, tzinfo=UTC)
+    fields = dict.fromkeys(evidence.LEAF_FIELDS, "x")
+    fields["occurred_at"] = evidence.timestamp(when)
+    base = evidence.leaf_hash(fields)
+    for name in evidence.LEAF_FIELDS:
+        changed = dict(fields, **{name: "y"})
+        assert evidence.leaf_hash(changed) != base, name
+    assert evidence.timestamp(when) == "2026-03-14T12:00:00.000000Z"
+    with pytest.raises(ValueError):
+        evidence.leaf_hash({"outcome": "deleted"})
+
+
+def test_chain_hash__depends_on_every_input():
+    root = hashlib.sha256(b"root").digest()
+    base = evidence.chain_hash(evidence.GENESIS, 1, 3, root)
+    assert evidence.chain_hash(base, 2, 3, root) != evidence.chain_hash(
+        evidence.GENESIS, 2, 3, root
+    )
+    assert evidence.chain_hash(evidence.GENESIS, 2, 3, root) != base
+    assert evidence.chain_hash(evidence.GENESIS, 1, 4, root) != base
+    assert evidence.chain_hash(evidence.GENESIS, 1, 3, bytes(32)) != base

@@ -21,14 +21,19 @@ DEBUG = os.environ.get("DJANGO_DEBUG", "1") == "1"
 ALLOWED_HOSTS = os.environ.get("DJANGO_ALLOWED_HOSTS", "localhost,127.0.0.1,testserver").split(",")
 
 INSTALLED_APPS = [
-    "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "django_q",
+    "rest_framework",
+    "rest_framework_api_key",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
     "retention",
+    # Below retention, whose admin/base_site.html adds the kill-switch banner.
+    "django.contrib.admin",
     "uploads",
 ]
 
@@ -120,6 +125,35 @@ if os.environ.get("REDIS_URL"):
 # Keyed digest of object keys in the audit trail. Production must set it.
 RETENTION_DIGEST_KEY = os.environ.get("RETENTION_DIGEST_KEY", f"dev-digest:{SECRET_KEY}")
 RETENTION_HMAC_KEYS = os.environ.get("RETENTION_HMAC_KEYS", "")
+
+# The REST API (SPEC §3.2). The API views name their own authentication,
+# permissions, throttles and error handling; the project only picks the schema.
+REST_FRAMEWORK = {
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Lethe API",
+    "DESCRIPTION": "Deletion receipts and reports for tenants; a signed trigger for operators.",
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SCHEMA_PATH_PREFIX": "/api/v1",
+    # Multipart requests get their own component, with the file as binary.
+    "COMPONENT_SPLIT_REQUEST": True,
+    # Swagger UI from the sidecar package: the docs page works offline.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+}
+
+# Uploads through the API: checked on the bytes (magic numbers), not the
+# client's Content-Type. A data class not listed here accepts no upload.
+UPLOADS_STORAGE = os.environ.get("UPLOADS_STORAGE", "default")
+UPLOADS_MAX_BYTES = int(os.environ.get("UPLOADS_MAX_BYTES", str(20 * 1024 * 1024)))
+UPLOADS_ALLOWED_TYPES = {
+    "idv.photo": ["image/jpeg", "image/png", "image/heic", "image/webp"],
+    "pod.scan": ["application/pdf", "image/jpeg", "image/png", "image/tiff"],
+    "logs.integration": ["text/plain", "application/gzip"],
+}
 
 LOGGING = {
     "version": 1,

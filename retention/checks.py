@@ -90,7 +90,13 @@ def check_s3_storages(**kwargs: Any) -> list[Error]:
     return errors
 
 
-_POSITIVE = ("LEASE_SECONDS", "RUN_LEASE_SECONDS", "MAX_ATTEMPTS", "REPORT_TOP_TENANTS")
+_POSITIVE = (
+    "LEASE_SECONDS",
+    "RUN_LEASE_SECONDS",
+    "MAX_ATTEMPTS",
+    "REPORT_TOP_TENANTS",
+    "SIGNATURE_WINDOW_SECONDS",
+)
 _NON_NEGATIVE = ("RETRY_BASE_SECONDS", "RETRY_MAX_SECONDS", "RETRY_WAIT_IN_RUN_SECONDS")
 
 
@@ -115,4 +121,53 @@ def check_numbers(**kwargs: Any) -> list[Error]:
     return [
         Error(p, hint="Fix the setting in your settings module.", id="retention.E005")
         for p in problems
+    ]
+
+
+MIN_HMAC_SECRET_LENGTH = 32
+
+
+@register("retention")
+def check_hmac_keys(**kwargs: Any) -> list[Error]:
+    try:
+        keys = settings.HMAC_KEYS
+    except ValueError as exc:
+        return [
+            Error(
+                f"RETENTION_HMAC_KEYS cannot be read: {exc}.",
+                hint="Use 'keyid:secret' entries separated by commas, each key id once, "
+                "e.g. 'ops-2026a:<secret>,ops-2026b:<secret>'.",
+                id="retention.E006",
+            )
+        ]
+    return [
+        Error(
+            f"RETENTION_HMAC_KEYS: the secret of key {key_id!r} has {len(secret)} characters; "
+            f"at least {MIN_HMAC_SECRET_LENGTH} are needed.",
+            hint="Generate one with: python -c 'import secrets; print(secrets.token_urlsafe(32))'",
+            id="retention.E007",
+        )
+        for key_id, secret in keys.items()
+        if len(secret) < MIN_HMAC_SECRET_LENGTH
+    ]
+
+
+@register("retention")
+def check_api_throttle_rate(**kwargs: Any) -> list[Error]:
+    from retention.rest.throttling import TenantRateThrottle
+
+    rate = settings.API_THROTTLE_RATE
+    try:
+        requests, duration = TenantRateThrottle().parse_rate(rate)
+        valid = bool(requests and requests > 0 and duration)
+    except (ValueError, KeyError, TypeError, IndexError):
+        valid = False
+    if valid:
+        return []
+    return [
+        Error(
+            f"RETENTION_API_THROTTLE_RATE {rate!r} is not a rate.",
+            hint="Give requests per period, e.g. '120/min', '10/s', '5000/hour', '100000/day'.",
+            id="retention.E008",
+        )
     ]

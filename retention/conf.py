@@ -64,5 +64,51 @@ class RetentionSettings:
     def REPORT_TOP_TENANTS(self) -> int:
         return int(self._get("REPORT_TOP_TENANTS", 50))
 
+    @property
+    def LAG_PROMISE(self) -> timedelta:
+        """How long after ``expires_at`` a deletion still counts as on time."""
+        value = self._get("LAG_PROMISE", timedelta(hours=24))
+        return value if isinstance(value, timedelta) else timedelta(seconds=float(value))
+
+    @property
+    def HMAC_KEYS(self) -> dict[str, str]:
+        """Control-plane signing keys, ``{key_id: secret}``.
+
+        Accepts a dict or the environment's ``keyid:secret,keyid2:secret2``;
+        two keys at once let an operator rotate without downtime. Raises
+        ValueError when malformed (check retention.E006 reports it).
+        """
+        value = self._get("HMAC_KEYS", "")
+        if isinstance(value, dict):
+            pairs = [(str(k), str(v)) for k, v in value.items()]
+        else:
+            pairs = []
+            for number, entry in enumerate(str(value or "").split(","), start=1):
+                if not entry.strip():
+                    continue
+                key_id, sep, secret = entry.strip().partition(":")
+                if not sep:
+                    # Never echo the entry: it may be a secret pasted on its own.
+                    raise ValueError(f"entry {number} has no ':' between key id and secret")
+                pairs.append((key_id.strip(), secret.strip()))
+        keys: dict[str, str] = {}
+        for key_id, secret in pairs:
+            if not key_id or not secret:
+                raise ValueError("every entry needs a non-empty key id and secret")
+            if key_id in keys:
+                raise ValueError(f"key id {key_id!r} appears twice")
+            keys[key_id] = secret
+        return keys
+
+    @property
+    def SIGNATURE_WINDOW_SECONDS(self) -> float:
+        """Signed requests whose timestamp is further than this from now are refused."""
+        return float(self._get("SIGNATURE_WINDOW_SECONDS", 300))
+
+    @property
+    def API_THROTTLE_RATE(self) -> str:
+        """Requests per tenant on the tenant endpoints, in DRF's ``N/period`` form."""
+        return str(self._get("API_THROTTLE_RATE", "120/min"))
+
 
 settings = RetentionSettings()

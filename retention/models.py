@@ -14,6 +14,7 @@ from django.conf import settings
 from django.core.validators import RegexValidator
 from django.db import models
 from django.db.models import Exists, OuterRef, Q
+from rest_framework_api_key.models import AbstractAPIKey
 
 data_class_validator = RegexValidator(
     r"^[a-z0-9][a-z0-9._-]*$",
@@ -460,6 +461,12 @@ class DeletionEvent(models.Model):
     key_digest = models.CharField(max_length=64)
     expires_at = models.DateTimeField()
     occurred_at = models.DateTimeField()
+    # Tamper evidence: the leaf hash of this event, and its place in a batch.
+    batch = models.ForeignKey(
+        "EventBatch", null=True, blank=True, on_delete=models.PROTECT, related_name="events"
+    )
+    leaf_index = models.PositiveIntegerField(null=True, blank=True)
+    event_hash = models.CharField(max_length=64, blank=True)
 
     class Meta:
         ordering = ["id"]
@@ -475,6 +482,44 @@ class DeletionEvent(models.Model):
 
     def __str__(self) -> str:
         return f"Event #{self.pk} record {self.record_id}: {self.outcome}"
+
+
+class EventBatch(models.Model):
+    """The events recorded together, hashed into a Merkle root and chained."""
+
+    seq = models.PositiveBigIntegerField(unique=True)
+    run = models.ForeignKey(Run, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+    size = models.PositiveIntegerField()
+    root = models.CharField(max_length=64)
+    previous_chain = models.CharField(max_length=64)
+    chain = models.CharField(max_length=64, unique=True)
+    created_at = models.DateTimeField(db_index=True)
+
+    class Meta:
+        ordering = ["seq"]
+        verbose_name_plural = "event batches"
+        constraints = [
+            models.CheckConstraint(condition=Q(size__gte=1), name="retention_batch_not_empty"),
+        ]
+
+    def __str__(self) -> str:
+        return f"Batch {self.seq} ({self.size} events)"
+
+
+class ChainHead(models.Model):
+    """A single row: the last batch's seq and chain hash; its lock orders appends."""
+
+    id = models.PositiveSmallIntegerField(primary_key=True, default=1, editable=False)
+    seq = models.PositiveBigIntegerField(default=0)
+    chain = models.CharField(max_length=64, default="0" * 64)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(condition=Q(id=1), name="retention_chainhead_singleton")
+        ]
+
+    def __str__(self) -> str:
+        return f"Chain head at batch {self.seq}"
 
 
 class KillSwitch(models.Model):
@@ -504,3 +549,51 @@ class KillSwitch(models.Model):
     def load(cls) -> KillSwitch:
         obj, _ = cls.objects.get_or_create(id=1)
         return obj
+
+
+# --------------------------------------------------------------------------
+# REST API credentials (SPEC §3.2): tenant API keys and the control plane's
+# record of signatures already seen.
+
+
+class TenantAPIKey(AbstractAPIKey):
+    """A tenant's API key, stored hashed (SHA-512 of a random key): shown once.
+
+    Only the 8-character prefix is kept in clear, to name the key in admin and
+    in logs. Revocation cannot be undone.
+    """
+
+    tenant_id = models.CharField(max_length=100, db_index=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta(AbstractAPIKey.Meta):
+        verbose_name = "tenant API key"
+        verbose_name_plural = "tenant API keys"
+        permissions = [("revoke_tenantapikey", "Can revoke tenant API keys")]
+        constraints = [
+            models.CheckConstraint(condition=~Q(tenant_id=""), name="retention_apikey_has_tenant"),
+            models.CheckConstraint(
+                condition=Q(revoked=False, revoked_at__isnull=True)
+                | Q(revoked=True, revoked_at__isnull=False),
+                name="retention_apikey_revocation_complete",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.prefix} ({self.tenant_id}: {self.name})"
+
+
+class SeenRequestSignature(models.Model):
+    """A signed control-plane request already accepted, so its replay is refused.
+
+    Kept only while its timestamp could still pass the freshness window; older
+    rows are pruned, since a replay of them is refused as stale anyway.
+    """
+
+    digest = models.CharField(max_length=64, primary_key=True)
+    key_id = models.CharField(max_length=100)
+    signed_at = models.DateTimeField(db_index=True)
+    seen_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"Signature {self.digest[:12]}… by {self.key_id}"

@@ -2,7 +2,9 @@
 
 PostgreSQL-only tests (marker ``postgres``) prove claims and concurrency;
 SQLite ignores SKIP LOCKED, so there they are not run, and the run says so
-loudly. Under CI they must run: a CI run without PostgreSQL fails.
+loudly. Browser tests (marker ``browser``) are treated the same way when
+Chromium or Playwright is missing. Under CI both must run: a CI run without
+PostgreSQL or Chromium fails.
 """
 
 from __future__ import annotations
@@ -16,43 +18,72 @@ from django.conf import settings
 
 pytest_plugins = ["tests.s3server"]
 
-_NOT_RUN: list[str] = []
+# Tests that need something a developer machine may lack: reported loudly as
+# not run there, and a usage error under CI, where they must run.
+_NOT_RUN: dict[str, tuple[str, list[str]]] = {}
 
 
 def _on_postgres() -> bool:
     return settings.DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql"
 
 
+def _postgres_missing() -> str | None:
+    return None if _on_postgres() else "DATABASE_URL is not PostgreSQL"
+
+
+def _browser_missing() -> str | None:
+    from tests.browser import browser_missing
+
+    return browser_missing()
+
+
+_GATED: dict[str, dict[str, Any]] = {
+    "postgres": {
+        "missing": _postgres_missing,
+        "ci": "CI=true but DATABASE_URL is not PostgreSQL: {n} PostgreSQL-only tests would "
+        "not run. Set DATABASE_URL.",
+        "title": "PostgreSQL-only tests NOT RUN",
+        "summary": "{n} tests need PostgreSQL (SKIP LOCKED, concurrent claims) and did not "
+        "run on SQLite. Run with DATABASE_URL=postgres://postgres@127.0.0.1:5432/lethe "
+        "(CI does).",
+    },
+    "browser": {
+        "missing": _browser_missing,
+        "ci": "CI=true but {n} browser tests cannot run: {reason}.",
+        "title": "Browser tests NOT RUN",
+        "summary": "{n} tests drive a real browser and did not run: {reason}. "
+        "Install Debian's chromium (CI does).",
+    },
+}
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if _on_postgres():
-        return
-    pg_only = [item for item in items if item.get_closest_marker("postgres")]
-    if not pg_only:
-        return
-    if os.environ.get("CI", "").lower() == "true":
-        raise pytest.UsageError(
-            f"CI=true but DATABASE_URL is not PostgreSQL: {len(pg_only)} PostgreSQL-only "
-            "tests would not run. Set DATABASE_URL."
-        )
-    _NOT_RUN.extend(item.nodeid for item in pg_only)
-    config.hook.pytest_deselected(items=pg_only)
-    items[:] = [item for item in items if not item.get_closest_marker("postgres")]
+    for marker, gate in _GATED.items():
+        gated = [item for item in items if item.get_closest_marker(marker)]
+        if not gated:
+            continue
+        reason = gate["missing"]()
+        if reason is None:
+            continue
+        if os.environ.get("CI", "").lower() == "true":
+            raise pytest.UsageError(gate["ci"].format(n=len(gated), reason=reason))
+        _NOT_RUN[marker] = (reason, [item.nodeid for item in gated])
+        config.hook.pytest_deselected(items=gated)
+        items[:] = [item for item in items if not item.get_closest_marker(marker)]
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
-    if not _NOT_RUN:
-        return
     tr = terminalreporter
-    tr.section("PostgreSQL-only tests NOT RUN", sep="!", red=True, bold=True)
-    tr.write_line(
-        f"{len(_NOT_RUN)} tests need PostgreSQL (SKIP LOCKED, concurrent claims) and did not "
-        "run on SQLite. Run with DATABASE_URL=postgres://postgres@127.0.0.1:5432/lethe "
-        "(CI does).",
-        red=True,
-        bold=True,
-    )
-    for nodeid in _NOT_RUN:
-        tr.write_line(f"  not run: {nodeid}", red=True)
+    for marker, (reason, nodeids) in _NOT_RUN.items():
+        gate = _GATED[marker]
+        tr.section(gate["title"], sep="!", red=True, bold=True)
+        tr.write_line(
+            gate["summary"].format(n=len(nodeids), reason=reason),
+            red=True,
+            bold=True,
+        )
+        for nodeid in nodeids:
+            tr.write_line(f"  not run: {nodeid}", red=True)
 
 
 @pytest.fixture

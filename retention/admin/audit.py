@@ -1,84 +1,190 @@
-"""Minimal admin registrations; audit models are read-only.
+"""Retention records and deletion events: read-only, filterable, exportable.
 
-The governance workflows (approval actions, impact preview, dashboard) are
-built on top of these.
+Object keys are never shown, searched for display or exported: a key can
+carry personal data (a file name) and the evidence must not leak it. A key
+pasted into the search box is matched through its digest instead.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import re
 
 from django.contrib import admin
+from django.contrib.admin import DateFieldListFilter
+from django.db.models import Q, QuerySet
 from django.http import HttpRequest
+from django.urls import reverse
+from django.utils.html import format_html
 
-from retention.models import (
-    DeletionEvent,
-    KillSwitch,
-    LegalHold,
-    Policy,
-    PolicyVersion,
-    RetentionRecord,
-    Run,
+from retention.admin.base import (
+    CsvExportMixin,
+    DataClassFilter,
+    ReadOnlyAdmin,
+    RunIdFilter,
+    TenantFilter,
 )
+from retention.digest import key_digest
+from retention.models import DeletionEvent, RetentionRecord
+
+_DIGEST = re.compile(r"^[0-9a-f]{64}$")
 
 
-class ReadOnlyAdmin(admin.ModelAdmin):
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-
-@admin.register(Run)
-class RunAdmin(ReadOnlyAdmin):
-    list_display = (
-        "id",
-        "mode",
-        "trigger",
-        "status",
-        "started_at",
-        "eligible",
-        "deleted",
-        "failed",
-    )
-    list_filter = ("mode", "status", "trigger")
-
-
-@admin.register(DeletionEvent)
-class DeletionEventAdmin(ReadOnlyAdmin):
-    list_display = ("id", "record_id", "tenant_id", "data_class", "outcome", "occurred_at")
-    list_filter = ("outcome", "data_class")
-    search_fields = ("=record__id", "=key_digest", "=tenant_id")
+def _search(queryset: QuerySet, term: str, *, record_field: str) -> QuerySet:
+    """A record id, a key digest, or an object key matched by its digest."""
+    term = term.strip()
+    if not term:
+        return queryset
+    if term.isdigit():
+        return queryset.filter(**{record_field: int(term)})
+    if _DIGEST.match(term.lower()):
+        return queryset.filter(key_digest=term.lower())
+    return queryset.filter(Q(key_digest=key_digest(term)))
 
 
 @admin.register(RetentionRecord)
-class RetentionRecordAdmin(ReadOnlyAdmin):
-    list_display = ("id", "tenant_id", "data_class", "state", "expires_at", "attempts")
-    list_filter = ("state", "data_class")
-    search_fields = ("=id", "=key_digest", "=tenant_id")
-    exclude = ("object_key",)
+class RetentionRecordAdmin(CsvExportMixin, ReadOnlyAdmin):
+    list_display = (
+        "id",
+        "tenant_id",
+        "data_class",
+        "state",
+        "created_at",
+        "expires_at",
+        "deleted_at",
+        "attempts",
+        "version",
+        "short_digest",
+    )
+    list_filter = (
+        "state",
+        DataClassFilter,
+        TenantFilter,
+        ("expires_at", DateFieldListFilter),
+        ("created_at", DateFieldListFilter),
+        ("deleted_at", DateFieldListFilter),
+    )
+    list_select_related = ("policy_version__policy",)
+    search_fields = ("=id", "=key_digest")
+    search_help_text = "A record id, a key digest, or an object key (matched by its digest)."
+    change_list_template = "admin/retention/audit_change_list.html"
+    fields = (
+        "id",
+        "tenant_id",
+        "data_class",
+        "storage",
+        "key_digest",
+        "policy_version",
+        "created_at",
+        "expires_at",
+        "renewed_at",
+        "state",
+        "row_version",
+        "attempts",
+        "retryable",
+        "next_attempt_at",
+        "last_error",
+        "lease_expires_at",
+        "disposal_started_at",
+        "deleted_at",
+        "events_link",
+    )
+    readonly_fields = ("events_link",)
+    export_fields = (
+        "id",
+        "tenant_id",
+        "data_class",
+        "storage",
+        "key_digest",
+        "policy_version__policy__data_class",
+        "policy_version__number",
+        "created_at",
+        "expires_at",
+        "renewed_at",
+        "state",
+        "attempts",
+        "retryable",
+        "last_error",
+        "deleted_at",
+    )
+
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet, search_term: str
+    ) -> tuple[QuerySet, bool]:
+        return _search(queryset, search_term, record_field="pk"), False
+
+    @admin.display(description="policy version")
+    def version(self, obj: RetentionRecord) -> str:
+        return f"{obj.policy_version.policy.data_class} v{obj.policy_version.number}"
+
+    @admin.display(description="key digest")
+    def short_digest(self, obj: RetentionRecord) -> str:
+        return obj.key_digest[:12] + "…"
+
+    @admin.display(description="events")
+    def events_link(self, obj: RetentionRecord) -> str:
+        url = reverse("admin:retention_deletionevent_changelist")
+        return format_html('<a href="{}?q={}">events of this record</a>', url, obj.pk)
 
 
-@admin.register(Policy)
-class PolicyAdmin(ReadOnlyAdmin):
-    list_display = ("data_class", "mode", "mode_changed_at")
+@admin.register(DeletionEvent)
+class DeletionEventAdmin(CsvExportMixin, ReadOnlyAdmin):
+    list_display = (
+        "id",
+        "occurred_at",
+        "record_id",
+        "tenant_id",
+        "data_class",
+        "policy",
+        "outcome",
+        "attempt",
+        "run_link",
+        "short_digest",
+    )
+    list_filter = (
+        "outcome",
+        DataClassFilter,
+        TenantFilter,
+        RunIdFilter,
+        ("occurred_at", DateFieldListFilter),
+        "disposition",
+    )
+    search_fields = ("=record__id", "=key_digest")
+    search_help_text = "A record id, a key digest, or an object key (matched by its digest)."
+    change_list_template = "admin/retention/audit_change_list.html"
+    export_fields = (
+        "id",
+        "occurred_at",
+        "record_id",
+        "run_id",
+        "tenant_id",
+        "data_class",
+        "policy_key",
+        "policy_version_number",
+        "disposition",
+        "outcome",
+        "attempt",
+        "reason",
+        "key_digest",
+        "expires_at",
+        "idempotency_key",
+    )
 
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet, search_term: str
+    ) -> tuple[QuerySet, bool]:
+        return _search(queryset, search_term, record_field="record_id"), False
 
-@admin.register(PolicyVersion)
-class PolicyVersionAdmin(ReadOnlyAdmin):
-    list_display = ("policy", "number", "status", "retention_period", "locked", "approved_at")
-    list_filter = ("status",)
+    @admin.display(description="policy")
+    def policy(self, obj: DeletionEvent) -> str:
+        return f"{obj.policy_key} v{obj.policy_version_number}"
 
+    @admin.display(description="run")
+    def run_link(self, obj: DeletionEvent) -> str:
+        if obj.run_id is None:
+            return "—"
+        url = reverse("admin:retention_run_change", args=[obj.run_id])
+        return format_html('<a href="{}">{}</a>', url, str(obj.run_id)[:8])
 
-@admin.register(LegalHold)
-class LegalHoldAdmin(ReadOnlyAdmin):
-    list_display = ("id", "tenant_id", "data_class", "record_id", "placed_at", "released_at")
-
-
-@admin.register(KillSwitch)
-class KillSwitchAdmin(ReadOnlyAdmin):
-    list_display = ("paused", "paused_by", "paused_at", "reason")
+    @admin.display(description="key digest")
+    def short_digest(self, obj: DeletionEvent) -> str:
+        return obj.key_digest[:12] + "…"

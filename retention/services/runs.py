@@ -46,6 +46,7 @@ from retention.models import (
 )
 from retention.pacing import RateGate, gate_for
 from retention.services.control import kill_switch_is_paused
+from retention.services.evidence import events_append
 from retention.storage import KeyResult, Outcome, StorageUnavailable
 
 logger = logging.getLogger("retention.engine")
@@ -525,7 +526,7 @@ def _recheck(claim: Claim, now: datetime) -> tuple[list[ClaimedItem], ClaimOutco
                 disposal_started_at=now,
                 lease_expires_at=now + timedelta(seconds=claim.lease_seconds),
             )
-        DeletionEvent.objects.bulk_create(events, ignore_conflicts=True)
+        events_append(events, run_id=claim.run_id, now=now)
         _add_counts(claim.run_id, result.counts)
     return proceed, result
 
@@ -633,7 +634,7 @@ def _finalize(
                 lease_owner=None,
                 lease_expires_at=None,
             )
-        DeletionEvent.objects.bulk_create(events, ignore_conflicts=True)
+        events_append(events, run_id=claim.run_id, now=now)
         _add_counts(claim.run_id, outcome.counts)
     return outcome
 
@@ -810,10 +811,10 @@ def _record_held_skips(run: Run, now: datetime) -> None:
             )
         )
         if len(batch) >= 2000:
-            DeletionEvent.objects.bulk_create(batch, ignore_conflicts=True)
+            events_append(batch, run_id=run.pk, now=now)
             batch = []
     if batch:
-        DeletionEvent.objects.bulk_create(batch, ignore_conflicts=True)
+        events_append(batch, run_id=run.pk, now=now)
 
 
 def _finish(run: Run, status: str, reason: str, now: datetime) -> Run:

@@ -13,12 +13,14 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from io import StringIO
 from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import Permission
+from django.contrib.auth.models import Group
 from django.core.files.base import ContentFile
 from django.core.files.storage import storages
+from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
@@ -40,6 +42,8 @@ from uploads.services import upload_create
 AUTHOR = "alice"
 APPROVER = "bob"
 ENFORCED = ("idv.photo", "pod.scan")
+AUTHORS_GROUP = "Retention authors"
+APPROVERS_GROUP = "Retention approvers"
 HOLD_REASON = "Litigation 2026-114: globex v. acme"
 
 
@@ -156,11 +160,10 @@ class Command(BaseCommand):
 
         alice = user_model.objects.create_user(AUTHOR, f"{AUTHOR}@example.com", is_staff=True)
         bob = user_model.objects.create_user(APPROVER, f"{APPROVER}@example.com", is_staff=True)
-        bob.user_permissions.add(
-            Permission.objects.get(
-                content_type__app_label="retention", codename="approve_policyversion"
-            )
-        )
+        # Each demo user gets exactly their governance role's permissions.
+        call_command("retention_setup_groups", stdout=StringIO())
+        alice.groups.add(Group.objects.get(name=AUTHORS_GROUP))
+        bob.groups.add(Group.objects.get(name=APPROVERS_GROUP))
         bob = user_model.objects.get(pk=bob.pk)  # has_perm caches permissions
 
         written = now - POLICY_AGE
@@ -223,7 +226,10 @@ class Command(BaseCommand):
     ) -> None:
         out = self.stdout.write
         out(f"Seeded the Lethe demo (reference time {fmt(now)}).")
-        out(f"  Users: {AUTHOR} (staff, writes policies), {APPROVER} (staff, approves them).")
+        out(
+            f"  Users: {AUTHOR} ({AUTHORS_GROUP}, writes policies), "
+            f"{APPROVER} ({APPROVERS_GROUP}, approves them)."
+        )
         out(f"  Policies, each proposed by {AUTHOR} and approved by {APPROVER}; all report-only:")
         for version in versions:
             rules = [f"keep {period(version.retention_period)}"]

@@ -1,0 +1,277 @@
+"""Legal holds: place with a scope and a reason, release with a confirmation and a reason.
+
+Both show how many records the hold protects now, so nobody releases a hold
+without seeing what it covers.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.db.models import QuerySet
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import get_object_or_404
+from django.template.response import TemplateResponse
+from django.urls import URLPattern, path, reverse
+from django.utils import timezone
+
+from retention import services
+from retention.admin.base import TenantFilter, report_refusal
+from retention.models import LegalHold, Policy, RetentionRecord
+from retention.selectors import admin as selectors
+
+
+class PlaceHoldForm(forms.ModelForm):
+    tenant_id = forms.CharField(
+        max_length=100, required=False, label="Tenant", help_text="Empty: every tenant."
+    )
+    data_class = forms.ChoiceField(
+        required=False, label="Data class", help_text="Empty: every data class."
+    )
+    record_id = forms.IntegerField(
+        required=False,
+        min_value=1,
+        label="Record id",
+        help_text="One retention record (its id, as shown in the records list). Empty: any.",
+    )
+    reason = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 3}),
+        help_text="Why the data must be kept, e.g. the case or request reference.",
+    )
+
+    class Meta:
+        model = LegalHold
+        fields = ("tenant_id", "data_class", "reason")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        names = Policy.objects.order_by("data_class").values_list("data_class", flat=True)
+        self.fields["data_class"].choices = [("", "— any —"), *((n, n) for n in names)]
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        tenant = (data.get("tenant_id") or "").strip()
+        data["tenant_id"] = tenant
+        record_id = data.get("record_id")
+        if not (tenant or data.get("data_class") or record_id):
+            raise forms.ValidationError(
+                "Choose a scope: a tenant, a data class, a record, or a combination."
+            )
+        if record_id:
+            record = (
+                RetentionRecord.objects.filter(pk=record_id)
+                .values("tenant_id", "data_class")
+                .first()
+            )
+            if record is None:
+                self.add_error("record_id", "No retention record has this id.")
+            elif tenant and record["tenant_id"] != tenant:
+                self.add_error("record_id", "This record belongs to another tenant.")
+            elif data.get("data_class") and record["data_class"] != data["data_class"]:
+                self.add_error("record_id", "This record is of another data class.")
+        return data
+
+
+class HoldStatusFilter(admin.SimpleListFilter):
+    title = "status"
+    parameter_name = "status"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [("active", "Active"), ("released", "Released")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
+        if self.value() == "active":
+            return queryset.filter(released_at__isnull=True)
+        if self.value() == "released":
+            return queryset.filter(released_at__isnull=False)
+        return queryset
+
+
+class ReleaseForm(forms.Form):
+    reason = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 3}),
+        help_text="Why the data no longer needs to be kept (e.g. case closed, reference).",
+    )
+
+
+@admin.register(LegalHold)
+class LegalHoldAdmin(admin.ModelAdmin):
+    form = PlaceHoldForm
+    list_display = (
+        "__str__",
+        "status",
+        "short_reason",
+        "placed_by",
+        "placed_at",
+        "protects_now",
+        "released_by",
+        "released_at",
+    )
+    list_filter = (HoldStatusFilter, "data_class", TenantFilter, "placed_at")
+    list_select_related = ("placed_by", "released_by")
+    search_fields = ("=id", "reason")
+    actions = ("release_hold",)
+    readonly_fields = (
+        "scope",
+        "reason",
+        "placed_by",
+        "placed_at",
+        "protects_now",
+        "released_by",
+        "released_at",
+        "release_reason",
+    )
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        # Release is the only change, through its own confirmation page.
+        if obj is not None:
+            return False
+        return super().has_change_permission(request, obj)
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def get_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
+        if obj is None:
+            return ["tenant_id", "data_class", "record_id", "reason"]
+        return list(self.readonly_fields)
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> tuple[str, ...]:
+        return () if obj is None else self.readonly_fields
+
+    @admin.display(description="status")
+    def status(self, obj: LegalHold) -> str:
+        return "active" if obj.released_at is None else "released"
+
+    @admin.display(description="scope")
+    def scope(self, obj: LegalHold) -> str:
+        return obj.scope_label
+
+    @admin.display(description="reason")
+    def short_reason(self, obj: LegalHold) -> str:
+        return obj.reason if len(obj.reason) <= 80 else obj.reason[:79] + "…"
+
+    @admin.display(description="protects now")
+    def protects_now(self, obj: LegalHold) -> str:
+        if obj.released_at is not None:
+            return "— (released)"
+        reach = selectors.hold_reach(obj, now=timezone.now())
+        return _reach_text(reach)
+
+    # Placing a hold is one service call; the form only checks the scope.
+    def save_form(self, request: HttpRequest, form: forms.ModelForm, change: bool) -> Any:
+        data = form.cleaned_data
+        record = RetentionRecord.objects.get(pk=data["record_id"]) if data["record_id"] else None
+        return services.legal_hold_place(
+            reason=data["reason"],
+            placed_by=request.user,
+            now=timezone.now(),
+            tenant_id=data["tenant_id"] or None,
+            data_class=data["data_class"] or None,
+            record=record,
+        )
+
+    def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
+        """Saved by the service in save_form."""
+
+    def save_related(self, request: HttpRequest, form: Any, formsets: Any, change: bool) -> None:
+        """A hold has no related objects to save."""
+
+    def response_add(
+        self, request: HttpRequest, obj: LegalHold, post_url_continue: str | None = None
+    ) -> HttpResponse:
+        reach = selectors.hold_reach(obj, now=timezone.now())
+        self.message_user(
+            request, f"{obj} placed. It protects {_reach_text(reach)}.", messages.SUCCESS
+        )
+        return HttpResponseRedirect(reverse("admin:retention_legalhold_change", args=[obj.pk]))
+
+    @admin.action(permissions=["change"], description="Release the selected hold…")
+    def release_hold(
+        self, request: HttpRequest, queryset: QuerySet[LegalHold]
+    ) -> HttpResponse | None:
+        if queryset.count() != 1:
+            self.message_user(
+                request,
+                "Release one hold at a time: each needs its own reason.",
+                messages.WARNING,
+            )
+            return None
+        return HttpResponseRedirect(
+            reverse("admin:retention_legalhold_release", args=[queryset.get().pk])
+        )
+
+    def get_urls(self) -> list[URLPattern]:
+        return [
+            path(
+                "<path:object_id>/release/",
+                self.admin_site.admin_view(self.release_view),
+                name="retention_legalhold_release",
+            ),
+            *super().get_urls(),
+        ]
+
+    def add_view(
+        self, request: HttpRequest, form_url: str = "", extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        context = {
+            "title": "Place a legal hold",
+            "show_save_and_add_another": False,
+            "show_save_and_continue": False,
+            **(extra_context or {}),
+        }
+        return super().add_view(request, form_url, context)
+
+    def change_view(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        context = dict(extra_context or {})
+        context["can_release"] = super().has_change_permission(request)
+        return super().change_view(request, object_id, form_url, context)
+
+    def release_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        if not super().has_change_permission(request):
+            raise PermissionDenied
+        hold = get_object_or_404(LegalHold.objects.select_related("placed_by"), pk=object_id)
+        if hold.released_at is not None:
+            self.message_user(request, f"{hold} was already released.", messages.WARNING)
+            return HttpResponseRedirect(reverse("admin:retention_legalhold_change", args=[hold.pk]))
+        form = ReleaseForm(request.POST or None)
+        if request.method == "POST" and form.is_valid():
+            done = report_refusal(
+                self,
+                request,
+                lambda: services.legal_hold_release(
+                    hold=hold,
+                    released_by=request.user,
+                    reason=form.cleaned_data["reason"],
+                    now=timezone.now(),
+                ),
+            )
+            if done is not None:
+                self.message_user(request, f"{hold} released.", messages.SUCCESS)
+                return HttpResponseRedirect(reverse("admin:retention_legalhold_changelist"))
+        return TemplateResponse(
+            request,
+            "admin/retention/legalhold/release.html",
+            {
+                **self.admin_site.each_context(request),
+                "title": f"Release {hold}",
+                "opts": self.opts,
+                "hold": hold,
+                "form": form,
+                "reach": selectors.hold_reach(hold, now=timezone.now()),
+            },
+        )
+
+
+def _reach_text(reach: selectors.HoldReach) -> str:
+    noun = "record" if reach.protected == 1 else "records"
+    return f"{reach.protected} {noun} now ({reach.expired} past their deadline)"

@@ -1,0 +1,231 @@
+"""The run ledger, read-only, and the dry-run report a reviewer enables enforcement from."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from django.contrib import admin, messages
+from django.contrib.admin import DateFieldListFilter
+from django.core.exceptions import PermissionDenied
+from django.db.models import QuerySet
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import get_object_or_404
+from django.template.response import TemplateResponse
+from django.urls import URLPattern, path, reverse
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+from django.utils.html import format_html
+
+from retention import services
+from retention.admin.base import CsvExportMixin, ReadOnlyAdmin, RunDataClassFilter, report_refusal
+from retention.conf import settings
+from retention.models import DataClassMode, Policy, Run, RunMode, RunStatus
+from retention.services import governance
+from retention.services.control import latest_reviewable_dry_run
+
+
+@admin.register(Run)
+class RunAdmin(CsvExportMixin, ReadOnlyAdmin):
+    list_display = (
+        "short_id",
+        "mode",
+        "trigger",
+        "status",
+        "classes",
+        "started_at",
+        "eligible",
+        "deleted",
+        "skipped_held",
+        "failed",
+        "oldest_eligible_at",
+        "reviewed_by",
+        "report_link",
+    )
+    list_filter = (
+        "mode",
+        "status",
+        "trigger",
+        RunDataClassFilter,
+        ("started_at", DateFieldListFilter),
+    )
+    list_select_related = ("reviewed_by",)
+    search_fields = ("=id",)
+    change_list_template = "admin/retention/audit_change_list.html"
+    export_fields = (
+        "id",
+        "mode",
+        "trigger",
+        "status",
+        "status_reason",
+        "data_classes",
+        "tenant_id",
+        "limit",
+        "started_at",
+        "cutoff",
+        "finished_at",
+        "eligible",
+        "claimed",
+        "deleted",
+        "already_absent",
+        "skipped_held",
+        "skipped_renewed",
+        "deferred",
+        "failed",
+        "retried",
+        "oldest_eligible_at",
+        "reviewed_by__username",
+        "reviewed_at",
+    )
+    exclude = ("report", "lease_owner")
+
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet, search_term: str
+    ) -> tuple[QuerySet, bool]:
+        term = search_term.strip()
+        if not term:
+            return queryset, False
+        try:
+            return queryset.filter(pk=uuid.UUID(term)), False
+        except ValueError:
+            return queryset.none(), False
+
+    @admin.display(description="run", ordering="started_at")
+    def short_id(self, obj: Run) -> str:
+        return str(obj.pk)[:8]
+
+    @admin.display(description="data classes")
+    def classes(self, obj: Run) -> str:
+        return ", ".join(obj.data_classes) or "—"
+
+    @admin.display(description="report")
+    def report_link(self, obj: Run) -> str:
+        if obj.mode != RunMode.DRY_RUN:
+            return "—"
+        url = reverse("admin:retention_run_report", args=[obj.pk])
+        return format_html('<a href="{}">report</a>', url)
+
+    def get_urls(self) -> list[URLPattern]:
+        return [
+            path(
+                "<path:object_id>/report/",
+                self.admin_site.admin_view(self.report_view),
+                name="retention_run_report",
+            ),
+            path(
+                "<path:object_id>/enforcement/",
+                self.admin_site.admin_view(self.enforcement_view),
+                name="retention_run_enforcement",
+            ),
+            *super().get_urls(),
+        ]
+
+    def change_view(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        run = self.get_object(request, object_id)
+        if run is not None and run.mode == RunMode.DRY_RUN:
+            return HttpResponseRedirect(reverse("admin:retention_run_report", args=[run.pk]))
+        return super().change_view(request, object_id, form_url, extra_context)
+
+    def report_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        run = get_object_or_404(Run.objects.select_related("reviewed_by"), pk=object_id)
+        if run.mode != RunMode.DRY_RUN:
+            return HttpResponseRedirect(reverse("admin:retention_run_change", args=[run.pk]))
+        now = timezone.now()
+        report = run.report if isinstance(run.report, dict) else {}
+        policies = {p.data_class: p for p in Policy.objects.filter(data_class__in=run.data_classes)}
+        can_enable = request.user.has_perm("retention.approve_policyversion")
+        can_disable = request.user.has_perm("retention.change_policy")
+        sections = []
+        for name in run.data_classes:
+            data = report.get("per_data_class", {}).get(name, {})
+            policy = policies.get(name)
+            latest = latest_reviewable_dry_run(data_class=name, now=now)
+            sections.append(
+                {
+                    "name": name,
+                    "eligible": data.get("eligible", 0),
+                    "held": data.get("held", 0),
+                    "oldest_eligible_at": _parse(data.get("oldest_eligible_at")),
+                    "cutoff": _parse(data.get("cutoff")),
+                    "mode": policy.mode if policy else None,
+                    "enforced": policy is not None and policy.mode == DataClassMode.ENFORCE,
+                    "reviewed_here": policy is not None and policy.reviewed_dry_run_id == run.pk,
+                    "tenants": report.get("per_tenant", {}).get(name, []),
+                    "sample": report.get("sample", {}).get(name, []),
+                    "failed_for_review": report.get("failed_for_review", {}).get(name, 0),
+                    "fresh": latest is not None and latest.pk == run.pk,
+                    "newer": latest if latest is not None and latest.pk != run.pk else None,
+                }
+            )
+        age = now - run.finished_at if run.finished_at else None
+        context = {
+            **self.admin_site.each_context(request),
+            "title": f"Dry-run report {str(run.pk)[:8]}",
+            "opts": self.opts,
+            "run": run,
+            "sections": sections,
+            "age": age,
+            "max_age": settings.DRY_RUN_MAX_AGE,
+            "too_old": age is None or age > settings.DRY_RUN_MAX_AGE,
+            "narrowed": bool(run.tenant_id or run.limit or report.get("record_ids")),
+            "finished": run.status == RunStatus.FINISHED,
+            "can_enable": can_enable,
+            "can_disable": can_disable,
+        }
+        return TemplateResponse(request, "admin/retention/run/report.html", context)
+
+    def enforcement_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        """POST ``data_class`` and ``mode`` (enforce | report_only) from the report."""
+        if request.method != "POST":
+            raise PermissionDenied
+        run = get_object_or_404(Run, pk=object_id)
+        data_class = request.POST.get("data_class", "")
+        mode = request.POST.get("mode", "")
+        now = timezone.now()
+        back = HttpResponseRedirect(reverse("admin:retention_run_report", args=[run.pk]))
+        if mode == DataClassMode.ENFORCE:
+            if not request.user.has_perm("retention.approve_policyversion"):
+                raise PermissionDenied
+            done = report_refusal(
+                self,
+                request,
+                lambda: governance.enforcement_enable_from_dry_run(
+                    run=run, data_class=data_class, by=request.user, now=now
+                ),
+            )
+            if done is not None:
+                self.message_user(
+                    request,
+                    f"Enforcement enabled for {data_class}: the next enforcing run deletes its "
+                    f"expired records. You are recorded as the reviewer of this dry run.",
+                    messages.SUCCESS,
+                )
+        elif mode == DataClassMode.REPORT_ONLY:
+            if not request.user.has_perm("retention.change_policy"):
+                raise PermissionDenied
+            done = report_refusal(
+                self,
+                request,
+                lambda: services.enforcement_disable(
+                    data_class=data_class, by=request.user, now=now
+                ),
+            )
+            if done is not None:
+                self.message_user(
+                    request, f"{data_class} is report-only again: nothing is deleted."
+                )
+        else:
+            self.message_user(request, "Unknown mode.", messages.ERROR)
+        return back
+
+
+def _parse(value: Any) -> Any:
+    return parse_datetime(value) if isinstance(value, str) else value

@@ -1,0 +1,77 @@
+"""Base views: each names its own authentication, permissions, throttles,
+renderers and error handler, so the API behaves the same whatever the host
+project's REST_FRAMEWORK defaults are."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from rest_framework.exceptions import NotAcceptable
+from rest_framework.negotiation import DefaultContentNegotiation
+from rest_framework.parsers import JSONParser
+from rest_framework.renderers import BaseRenderer, JSONRenderer
+from rest_framework.views import APIView
+
+from retention.rest.authentication import (
+    SignedRequestAuthentication,
+    TenantAPIKeyAuthentication,
+    TenantPrincipal,
+)
+from retention.rest.exceptions import exception_handler
+from retention.rest.permissions import IsControlPlane, IsTenant
+from retention.rest.throttling import TenantRateThrottle
+
+
+class StrictContentNegotiation(DefaultContentNegotiation):
+    """An unknown or empty ``?format=`` is 406 Not Acceptable (DRF answers 404
+    for an unknown one and ignores an empty one)."""
+
+    def select_renderer(
+        self, request: Any, renderers: Iterable[BaseRenderer], format_suffix: str | None = None
+    ) -> tuple[BaseRenderer, str]:
+        name = self.settings.URL_FORMAT_OVERRIDE
+        if name and request.query_params.get(name) == "":
+            raise NotAcceptable(f"?{name}= is empty.")
+        return super().select_renderer(request, renderers, format_suffix)
+
+    def filter_renderers(self, renderers: Iterable[BaseRenderer], format: str) -> list:
+        matching = [renderer for renderer in renderers if renderer.format == format]
+        if not matching:
+            known = ", ".join(renderer.format for renderer in renderers)
+            raise NotAcceptable(f"Unknown format {format!r}; available: {known}.")
+        return matching
+
+
+class RetentionApiView(APIView):
+    renderer_classes = [JSONRenderer]
+    parser_classes = [JSONParser]
+    content_negotiation_class = StrictContentNegotiation
+
+    def get_exception_handler(self) -> Callable[[Exception, dict[str, Any]], Any]:
+        return exception_handler
+
+
+class TenantApiView(RetentionApiView):
+    """A tenant endpoint: ``Authorization: Api-Key <key>``, throttled per tenant.
+
+    ``self.tenant_id`` is the caller's tenant; pass it to a tenant-scoped
+    selector, never filter by hand.
+    """
+
+    authentication_classes = [TenantAPIKeyAuthentication]
+    permission_classes = [IsTenant]
+    throttle_classes = [TenantRateThrottle]
+
+    @property
+    def tenant_id(self) -> str:
+        user = self.request.user
+        assert isinstance(user, TenantPrincipal), "permission IsTenant admits tenants only"
+        return user.tenant_id
+
+
+class ControlPlaneApiView(RetentionApiView):
+    """An operator endpoint: HMAC-signed requests only (see ``retention.rest.signing``)."""
+
+    authentication_classes = [SignedRequestAuthentication]
+    permission_classes = [IsControlPlane]

@@ -1,0 +1,475 @@
+"""Aggregate reads behind the governance admin: impact preview, hold reach, dashboard.
+
+Everything here is counted in the database with a handful of aggregate
+queries per data class, never by loading rows, so the pages stay fast on
+tables of millions of records. Holds are few; they are turned into a plain
+boolean expression over the record's columns (instead of the correlated
+EXISTS the engine uses), so a conditional count over a million rows costs one
+scan.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import date, datetime, timedelta
+
+from django.db.models import Count, IntegerField, Min, Q, Value
+from django.db.models.functions import Coalesce, TruncDate
+
+from retention.conf import settings
+from retention.models import (
+    DataClassMode,
+    DeletionEvent,
+    EventOutcome,
+    KillSwitch,
+    LegalHold,
+    Policy,
+    PolicyVersion,
+    PolicyVersionStatus,
+    RecordState,
+    RetentionRecord,
+    Run,
+    RunMode,
+    RunStatus,
+)
+
+PREVIEW_HORIZONS: tuple[tuple[str, timedelta], ...] = (
+    ("now", timedelta(0)),
+    ("in 7 days", timedelta(days=7)),
+    ("in 30 days", timedelta(days=30)),
+)
+PREVIEW_TOP_TENANTS = 10
+CHART_DAYS = 30
+
+# Fields a policy version is compared on, in the order a reviewer reads them.
+VERSION_DIFF_FIELDS: tuple[str, ...] = (
+    "retention_period",
+    "safety_margin",
+    "locked",
+    "disposition",
+    "erase_all_versions",
+    "batch_size",
+    "rate_limit",
+    "max_attempts",
+    "owner",
+    "notes",
+)
+
+
+# --------------------------------------------------------------------------
+# Holds as a filter
+
+
+def held_q(data_class: str) -> Q | None:
+    """A filter matching the records of ``data_class`` under an active hold.
+
+    ``None`` when no active hold can touch the class. Matches exactly what
+    ``RecordQuerySet.held()`` matches for records of that class.
+    """
+    tenants: set[str] = set()
+    records: set[int] = set()
+    pairs: list[Q] = []
+    for tenant_id, record_id in (
+        LegalHold.objects.active()
+        .filter(Q(data_class__isnull=True) | Q(data_class=data_class))
+        .values_list("tenant_id", "record_id")
+    ):
+        if record_id is None and not tenant_id:
+            return Q(pk__isnull=False)  # the whole class is held
+        if record_id is None:
+            tenants.add(tenant_id)
+        elif not tenant_id:
+            records.add(record_id)
+        else:
+            pairs.append(Q(pk=record_id, tenant_id=tenant_id))
+    parts = list(pairs)
+    if tenants:
+        parts.append(Q(tenant_id__in=sorted(tenants)))
+    if records:
+        parts.append(Q(pk__in=sorted(records)))
+    if not parts:
+        return None
+    combined = parts[0]
+    for part in parts[1:]:
+        combined |= part
+    return combined
+
+
+def hold_scope_q(hold: LegalHold) -> Q:
+    q = Q()
+    if hold.tenant_id:
+        q &= Q(tenant_id=hold.tenant_id)
+    if hold.data_class:
+        q &= Q(data_class=hold.data_class)
+    if hold.record_id:
+        q &= Q(pk=hold.record_id)
+    return q
+
+
+@dataclass(frozen=True, slots=True)
+class HoldReach:
+    protected: int  # records in scope that still exist
+    expired: int  # of which past their deadline: kept only because of holds
+
+
+def hold_reach(hold: LegalHold, *, now: datetime) -> HoldReach:
+    counts = (
+        RetentionRecord.objects.filter(hold_scope_q(hold))
+        .exclude(state=RecordState.DELETED)
+        .aggregate(protected=Count("id"), expired=Count("id", filter=Q(expires_at__lte=now)))
+    )
+    return HoldReach(protected=counts["protected"], expired=counts["expired"])
+
+
+def hold_reach_many(holds: Iterable[LegalHold], *, now: datetime) -> dict[int, HoldReach]:
+    return {hold.pk: hold_reach(hold, now=now) for hold in holds if hold.released_at is None}
+
+
+# --------------------------------------------------------------------------
+# Versions
+
+
+def version_in_force(policy_id: int) -> PolicyVersion | None:
+    return PolicyVersion.objects.filter(
+        policy_id=policy_id, status=PolicyVersionStatus.APPROVED
+    ).first()
+
+
+@dataclass(frozen=True, slots=True)
+class FieldDiff:
+    name: str
+    label: str
+    before: object
+    after: object
+
+    @property
+    def changed(self) -> bool:
+        return self.before != self.after
+
+    @property
+    def shorter(self) -> bool:
+        return (
+            self.name == "retention_period"
+            and isinstance(self.before, timedelta)
+            and isinstance(self.after, timedelta)
+            and self.after < self.before
+        )
+
+
+def version_diff(version: PolicyVersion, against: PolicyVersion | None) -> list[FieldDiff]:
+    rows = []
+    for name in VERSION_DIFF_FIELDS:
+        label = str(PolicyVersion._meta.get_field(name).verbose_name)
+        before = getattr(against, name) if against is not None else None
+        rows.append(FieldDiff(name, label, before, getattr(version, name)))
+    return rows
+
+
+# --------------------------------------------------------------------------
+# Impact preview of a version before it is approved
+
+
+@dataclass(frozen=True, slots=True)
+class HorizonImpact:
+    label: str
+    at: datetime
+    recorded_eligible: int  # by each record's own expires_at: what will happen
+    recorded_held: int
+    draft_eligible: int  # if every record were re-evaluated under the version
+    draft_held: int
+
+
+@dataclass(frozen=True, slots=True)
+class TenantImpact:
+    tenant_id: str
+    counts: tuple[int, ...]  # draft-eligible per horizon
+    held: int  # held among the draft-eligible at the last horizon
+
+
+@dataclass(frozen=True, slots=True)
+class ImpactPreview:
+    data_class: str
+    pending: int  # records of the class not yet deleted
+    horizons: tuple[HorizonImpact, ...]
+    tenants: tuple[TenantImpact, ...]
+    in_force: PolicyVersion | None
+
+
+def impact_preview(version: PolicyVersion, *, now: datetime) -> ImpactPreview:
+    """What approving ``version`` would do, counted in one pass per question.
+
+    Records keep the ``expires_at`` computed when they were written: a new
+    version governs new uploads (and renewals). The "draft" figures answer a
+    different question: what if every pending record were re-evaluated under
+    this version, its clock restarting at its last renewal or its creation.
+    """
+    data_class = version.policy.data_class
+    in_force = version_in_force(version.policy_id)
+    recorded_margin = in_force.safety_margin if in_force is not None else timedelta(0)
+    held = held_q(data_class)
+    records = (
+        RetentionRecord.objects.filter(data_class=data_class)
+        .pending()
+        .annotate(clock_start=Coalesce("renewed_at", "created_at"))
+    )
+
+    def draft_q(at: datetime) -> Q:
+        return Q(clock_start__lte=at - version.safety_margin - version.retention_period)
+
+    def recorded_q(at: datetime) -> Q:
+        return Q(expires_at__lte=at - recorded_margin)
+
+    aggregates: dict[str, Count] = {"pending": Count("id")}
+    for index, (_, offset) in enumerate(PREVIEW_HORIZONS):
+        at = now + offset
+        for kind, q in (("recorded", recorded_q(at)), ("draft", draft_q(at))):
+            aggregates[f"{kind}_{index}"] = Count("id", filter=q)
+            if held is not None:
+                aggregates[f"{kind}_held_{index}"] = Count("id", filter=q & held)
+    counts = records.aggregate(**aggregates)
+    horizons = tuple(
+        HorizonImpact(
+            label=label,
+            at=now + offset,
+            recorded_eligible=counts[f"recorded_{i}"] - counts.get(f"recorded_held_{i}", 0),
+            recorded_held=counts.get(f"recorded_held_{i}", 0),
+            draft_eligible=counts[f"draft_{i}"] - counts.get(f"draft_held_{i}", 0),
+            draft_held=counts.get(f"draft_held_{i}", 0),
+        )
+        for i, (label, offset) in enumerate(PREVIEW_HORIZONS)
+    )
+
+    last = len(PREVIEW_HORIZONS) - 1
+    per_tenant: dict[str, Count | Value] = {}
+    for index, (_, offset) in enumerate(PREVIEW_HORIZONS):
+        q = draft_q(now + offset)
+        if held is not None:
+            q &= ~held
+        per_tenant[f"h{index}"] = Count("id", filter=q)
+    per_tenant["held"] = (
+        Count("id", filter=draft_q(now + PREVIEW_HORIZONS[last][1]) & held)
+        if held is not None
+        else Value(0, output_field=IntegerField())
+    )
+    rows = (
+        records.values("tenant_id")
+        .annotate(**per_tenant)
+        .filter(Q(**{f"h{last}__gt": 0}) | Q(held__gt=0))
+        .order_by(f"-h{last}", "tenant_id")[:PREVIEW_TOP_TENANTS]
+    )
+    tenants = tuple(
+        TenantImpact(
+            tenant_id=row["tenant_id"],
+            counts=tuple(row[f"h{i}"] for i in range(len(PREVIEW_HORIZONS))),
+            held=row["held"],
+        )
+        for row in rows
+    )
+    return ImpactPreview(
+        data_class=data_class,
+        pending=counts["pending"],
+        horizons=horizons,
+        tenants=tenants,
+        in_force=in_force,
+    )
+
+
+# --------------------------------------------------------------------------
+# Dry runs
+
+
+def latest_dry_run_for(data_class: str) -> Run | None:
+    return (
+        Run.objects.filter(mode=RunMode.DRY_RUN, data_classes__icontains=f'"{data_class}"')
+        .order_by("-started_at")
+        .first()
+    )
+
+
+# --------------------------------------------------------------------------
+# The kill switch
+
+
+def kill_switch_paused() -> KillSwitch | None:
+    """The switch when paused, else None. Never creates the row."""
+    return KillSwitch.objects.filter(pk=1, paused=True).select_related("paused_by").first()
+
+
+# --------------------------------------------------------------------------
+# Dashboard
+
+
+@dataclass(frozen=True, slots=True)
+class ClassHealth:
+    data_class: str
+    mode: str
+    in_force: PolicyVersion | None
+    backlog: int  # expired at the cutoff, not held, not yet deleted
+    held: int  # expired but kept under a hold
+    oldest_eligible_at: datetime | None
+    overdue: timedelta | None  # now - oldest eligible expires_at
+    promise: timedelta
+    failed_for_review: int
+    retrying: int
+    last_success: Run | None
+    last_dry_run: Run | None
+
+    @property
+    def enforced(self) -> bool:
+        return self.mode == DataClassMode.ENFORCE
+
+    @property
+    def late(self) -> bool:
+        return self.enforced and self.overdue is not None and self.overdue > self.promise
+
+
+@dataclass(frozen=True, slots=True)
+class DayPoint:
+    day: date
+    deleted: int
+    backlog: int
+
+
+@dataclass(slots=True)
+class Dashboard:
+    now: datetime
+    promise: timedelta
+    classes: list[ClassHealth] = field(default_factory=list)
+    days: list[DayPoint] = field(default_factory=list)
+    data_class: str | None = None  # the chart's filter, None = all classes
+
+    @property
+    def late_classes(self) -> list[ClassHealth]:
+        return [c for c in self.classes if c.late]
+
+
+def _last_run(data_class: str, *, mode: str, statuses: Iterable[str]) -> Run | None:
+    return (
+        Run.objects.filter(
+            mode=mode, status__in=list(statuses), data_classes__icontains=f'"{data_class}"'
+        )
+        .order_by("-finished_at")
+        .first()
+    )
+
+
+def class_health(policy: Policy, *, now: datetime) -> ClassHealth:
+    in_force = version_in_force(policy.pk)
+    margin = in_force.safety_margin if in_force is not None else timedelta(0)
+    cutoff = now - margin
+    held = held_q(policy.data_class)
+    expired = Q(expires_at__lte=cutoff) & (
+        Q(state__in=[RecordState.ACTIVE, RecordState.DELETING])
+        | Q(state=RecordState.FAILED, retryable=True)
+    )
+    eligible = expired & ~held if held is not None else expired
+    aggregates: dict[str, Count | Min] = {
+        "backlog": Count("id", filter=eligible),
+        "oldest": Min("expires_at", filter=eligible),
+        "failed": Count("id", filter=Q(state=RecordState.FAILED, retryable=False)),
+        "retrying": Count("id", filter=Q(state=RecordState.FAILED, retryable=True)),
+    }
+    if held is not None:
+        aggregates["held"] = Count("id", filter=expired & held)
+    counts = (
+        RetentionRecord.objects.filter(data_class=policy.data_class)
+        .exclude(state=RecordState.DELETED)
+        .aggregate(**aggregates)
+    )
+    held_count = counts.get("held", 0)
+    oldest = counts["oldest"]
+    return ClassHealth(
+        data_class=policy.data_class,
+        mode=policy.mode,
+        in_force=in_force,
+        backlog=counts["backlog"],
+        held=held_count,
+        oldest_eligible_at=oldest,
+        overdue=(now - oldest) if oldest is not None else None,
+        promise=settings.LAG_PROMISE,
+        failed_for_review=counts["failed"],
+        retrying=counts["retrying"],
+        last_success=_last_run(
+            policy.data_class, mode=RunMode.ENFORCE, statuses=[RunStatus.FINISHED]
+        ),
+        last_dry_run=_last_run(
+            policy.data_class, mode=RunMode.DRY_RUN, statuses=[RunStatus.FINISHED]
+        ),
+    )
+
+
+def _chart_days(
+    *, now: datetime, data_classes: list[str], days: int = CHART_DAYS
+) -> list[DayPoint]:
+    """Deletions per day and the backlog at the end of each day.
+
+    The backlog is reconstructed from each record's expiry and deletion
+    times (there is no history table): a record counts on day D when it had
+    expired by the end of D and was not deleted by then. Records under a hold
+    today, and failed ones waiting for review, are left out, so today's point
+    matches the classes' backlogs (safety margins aside).
+    """
+    today = now.date()
+    first = today - timedelta(days=days - 1)
+    day_ends = [
+        datetime.combine(first + timedelta(days=i + 1), datetime.min.time(), tzinfo=now.tzinfo)
+        for i in range(days)
+    ]
+    day_ends[-1] = now
+    start = day_ends[0] - timedelta(days=1)
+
+    deleted_by_day = dict(
+        DeletionEvent.objects.filter(
+            data_class__in=data_classes,
+            outcome__in=[EventOutcome.DELETED, EventOutcome.ALREADY_ABSENT],
+            occurred_at__gte=start,
+            occurred_at__lte=now,
+        )
+        .annotate(day=TruncDate("occurred_at"))
+        .values("day")
+        .annotate(n=Count("id"))
+        .values_list("day", "n")
+    )
+
+    backlog = [0] * days
+    for data_class in data_classes:
+        # Failed rows given up on are counted as failures, not as backlog.
+        records = (
+            RetentionRecord.objects.filter(data_class=data_class, expires_at__lte=now)
+            .filter(Q(deleted_at__isnull=True) | Q(deleted_at__gt=start))
+            .exclude(state=RecordState.FAILED, retryable=False)
+        )
+        held = held_q(data_class)
+        if held is not None:
+            records = records.exclude(held)
+        counts = records.aggregate(
+            **{
+                f"d{i}": Count(
+                    "id",
+                    filter=Q(expires_at__lte=end)
+                    & (Q(deleted_at__isnull=True) | Q(deleted_at__gt=end)),
+                )
+                for i, end in enumerate(day_ends)
+            }
+        )
+        for i in range(days):
+            backlog[i] += counts[f"d{i}"]
+
+    return [
+        DayPoint(
+            day=first + timedelta(days=i),
+            deleted=deleted_by_day.get(first + timedelta(days=i), 0),
+            backlog=backlog[i],
+        )
+        for i in range(days)
+    ]
+
+
+def dashboard(*, now: datetime, data_class: str | None = None) -> Dashboard:
+    policies = list(Policy.objects.order_by("data_class"))
+    board = Dashboard(now=now, promise=settings.LAG_PROMISE, data_class=data_class)
+    board.classes = [class_health(policy, now=now) for policy in policies]
+    names = [p.data_class for p in policies if data_class in (None, p.data_class)]
+    board.days = _chart_days(now=now, data_classes=names)
+    return board

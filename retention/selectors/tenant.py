@@ -1,0 +1,393 @@
+"""What a tenant may read: its deletion receipts, its report, why a record is kept.
+
+Every function takes the tenant id as a required keyword and filters on it
+first, so no view can forget the scoping. A record of another tenant is
+indistinguishable from one that does not exist (``DoesNotExist``, a 404).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from django.db.models import Count, F, Q, QuerySet
+
+from retention.models import (
+    DataClassMode,
+    DeletionEvent,
+    EventOutcome,
+    Policy,
+    RecordState,
+    RetentionRecord,
+    active_holds_matching,
+)
+
+RECEIPT_OUTCOMES = (EventOutcome.DELETED, EventOutcome.ALREADY_ABSENT)
+
+RECEIPT_FIELDS = (
+    "id",
+    "record_id",
+    "run_id",
+    "data_class",
+    "policy_key",
+    "policy_version_number",
+    "disposition",
+    "outcome",
+    "expires_at",
+    "occurred_at",
+    "key_digest",
+    "event_hash",
+    "batch__seq",
+    "leaf_index",
+)
+
+
+def _require(tenant_id: str) -> str:
+    if not tenant_id:
+        raise ValueError("a tenant id is required")
+    return tenant_id
+
+
+# --------------------------------------------------------------------------
+# Deletion receipts
+
+
+def deletion_receipts(
+    *,
+    tenant_id: str,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    data_class: str | None = None,
+) -> QuerySet[DeletionEvent]:
+    """The tenant's receipts: events whose object is gone (deleted or already absent).
+
+    ``since`` is inclusive and ``until`` exclusive, both on the deletion time.
+    """
+    receipts = DeletionEvent.objects.filter(
+        tenant_id=_require(tenant_id), outcome__in=RECEIPT_OUTCOMES
+    )
+    if since is not None:
+        receipts = receipts.filter(occurred_at__gte=since)
+    if until is not None:
+        receipts = receipts.filter(occurred_at__lt=until)
+    if data_class:
+        receipts = receipts.filter(data_class=data_class)
+    return receipts
+
+
+def deletion_receipt_rows(
+    *,
+    tenant_id: str,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    data_class: str | None = None,
+    chunk_size: int = 2000,
+) -> Iterator[tuple[Any, ...]]:
+    """Every receipt as a tuple of RECEIPT_FIELDS, by deletion time, in constant memory.
+
+    Keyset pages on ``(occurred_at, id)``, which the (tenant_id, occurred_at)
+    index yields in order: no page sorts, and nothing is held open between
+    pages (no server-side cursor), so a slow reader pins no transaction and
+    it works the same behind any connection pooler. A run finalizes a whole
+    batch at one instant, so the rows sharing the last timestamp of a page
+    are drained by id before moving past it.
+    """
+    receipts = deletion_receipts(
+        tenant_id=tenant_id, since=since, until=until, data_class=data_class
+    )
+    at_index = RECEIPT_FIELDS.index("occurred_at")
+    page = receipts.order_by("occurred_at", "id")
+    while True:
+        rows = list(page.values_list(*RECEIPT_FIELDS)[:chunk_size])
+        yield from rows
+        if len(rows) < chunk_size:
+            return
+        at, last_id = rows[-1][at_index], rows[-1][0]
+        while True:
+            same = list(
+                receipts.filter(occurred_at=at, id__gt=last_id)
+                .order_by("id")
+                .values_list(*RECEIPT_FIELDS)[:chunk_size]
+            )
+            yield from same
+            if len(same) < chunk_size:
+                break
+            last_id = same[-1][0]
+        page = receipts.filter(occurred_at__gt=at).order_by("occurred_at", "id")
+
+
+# --------------------------------------------------------------------------
+# Report: on time, late, overdue
+
+
+@dataclass(frozen=True, slots=True)
+class OverdueRecord:
+    record_id: int
+    data_class: str
+    expires_at: datetime
+    overdue_by_seconds: int
+
+
+@dataclass(frozen=True, slots=True)
+class DataClassReport:
+    data_class: str
+    deleted: int
+    already_absent: int
+    on_time: int
+    late: int
+    overdue: int
+    held: int
+    oldest_overdue: OverdueRecord | None
+
+
+@dataclass(frozen=True, slots=True)
+class DeletionReport:
+    tenant_id: str
+    since: datetime | None
+    until: datetime | None
+    generated_at: datetime
+    lag_promise_seconds: int
+    data_classes: list[DataClassReport]
+    oldest_overdue: OverdueRecord | None
+
+
+def _overdue_records(*, tenant_id: str, now: datetime, promise: timedelta) -> QuerySet:
+    """Not deleted, past their deadline by more than the promise, under no hold."""
+    return (
+        RetentionRecord.objects.filter(tenant_id=tenant_id, expires_at__lt=now - promise)
+        .exclude(state=RecordState.DELETED)
+        .not_held()
+    )
+
+
+def deletion_report(
+    *,
+    tenant_id: str,
+    now: datetime,
+    promise: timedelta,
+    since: datetime | None = None,
+    until: datetime | None = None,
+) -> DeletionReport:
+    """Receipts in the window per data class, split on time / late against the promise,
+    and, as of ``now``, what is overdue and what is kept under a hold.
+
+    Late means deleted more than ``promise`` after ``expires_at``.
+    """
+    tenant_id = _require(tenant_id)
+    per_class: dict[str, dict[str, Any]] = {}
+
+    def entry(name: str) -> dict[str, Any]:
+        return per_class.setdefault(
+            name,
+            {"deleted": 0, "already_absent": 0, "late": 0, "overdue": 0, "held": 0},
+        )
+
+    receipts = deletion_receipts(tenant_id=tenant_id, since=since, until=until)
+    for row in receipts.values("data_class").annotate(
+        deleted=Count("id", filter=Q(outcome=EventOutcome.DELETED)),
+        already_absent=Count("id", filter=Q(outcome=EventOutcome.ALREADY_ABSENT)),
+        late=Count("id", filter=Q(occurred_at__gt=F("expires_at") + promise)),
+    ):
+        entry(row["data_class"]).update(
+            deleted=row["deleted"], already_absent=row["already_absent"], late=row["late"]
+        )
+
+    overdue = _overdue_records(tenant_id=tenant_id, now=now, promise=promise)
+    for late_row in overdue.values("data_class").annotate(n=Count("id")):
+        entry(late_row["data_class"])["overdue"] = late_row["n"]
+    held = (
+        RetentionRecord.objects.filter(tenant_id=tenant_id, expires_at__lte=now)
+        .exclude(state=RecordState.DELETED)
+        .held()
+    )
+    for held_row in held.values("data_class").annotate(n=Count("id")):
+        entry(held_row["data_class"])["held"] = held_row["n"]
+
+    reports = []
+    for name in sorted(per_class):
+        data = per_class[name]
+        oldest = None
+        if data["overdue"]:
+            first = (
+                overdue.filter(data_class=name)
+                .order_by("expires_at", "id")
+                .values("id", "expires_at")
+                .first()
+            )
+            if first is not None:
+                oldest = OverdueRecord(
+                    record_id=first["id"],
+                    data_class=name,
+                    expires_at=first["expires_at"],
+                    overdue_by_seconds=int((now - first["expires_at"]).total_seconds()),
+                )
+        receipts_count = data["deleted"] + data["already_absent"]
+        reports.append(
+            DataClassReport(
+                data_class=name,
+                deleted=data["deleted"],
+                already_absent=data["already_absent"],
+                on_time=receipts_count - data["late"],
+                late=data["late"],
+                overdue=data["overdue"],
+                held=data["held"],
+                oldest_overdue=oldest,
+            )
+        )
+    overall = [r.oldest_overdue for r in reports if r.oldest_overdue is not None]
+    return DeletionReport(
+        tenant_id=tenant_id,
+        since=since,
+        until=until,
+        generated_at=now,
+        lag_promise_seconds=int(promise.total_seconds()),
+        data_classes=reports,
+        oldest_overdue=min(overall, key=lambda o: (o.expires_at, o.record_id), default=None),
+    )
+
+
+# --------------------------------------------------------------------------
+# Why is this kept?
+
+
+@dataclass(frozen=True, slots=True)
+class RetentionExplanation:
+    record_id: int
+    data_class: str
+    state: str
+    created_at: datetime
+    expires_at: datetime
+    renewed_at: datetime | None
+    deleted_at: datetime | None
+    policy_key: str
+    policy_version: int
+    retention_period_seconds: int
+    hold_applies: bool
+    enforced: bool
+    explanation: str
+
+
+def tenant_receipt_get(*, tenant_id: str, receipt_id: int) -> DeletionEvent:
+    """The tenant's receipt; ``DeletionEvent.DoesNotExist`` for anyone else's."""
+    return deletion_receipts(tenant_id=tenant_id).select_related("batch").get(pk=receipt_id)
+
+
+def tenant_record_get(*, tenant_id: str, record_id: int) -> RetentionRecord:
+    """The tenant's record; ``RetentionRecord.DoesNotExist`` for anyone else's."""
+    return (
+        RetentionRecord.objects.filter(tenant_id=_require(tenant_id))
+        .select_related("policy_version__policy")
+        .annotate(hold_applies=active_holds_matching())
+        .get(pk=record_id)
+    )
+
+
+def record_retention_explain(
+    *, tenant_id: str, record_id: int, now: datetime, promise: timedelta
+) -> RetentionExplanation:
+    record = tenant_record_get(tenant_id=tenant_id, record_id=record_id)
+    version = record.policy_version
+    enforced = Policy.objects.filter(
+        data_class=record.data_class, mode=DataClassMode.ENFORCE
+    ).exists()
+    held = bool(record.hold_applies)  # type: ignore[attr-defined]
+    return RetentionExplanation(
+        record_id=record.pk,
+        data_class=record.data_class,
+        state=record.state,
+        created_at=record.created_at,
+        expires_at=record.expires_at,
+        renewed_at=record.renewed_at,
+        deleted_at=record.deleted_at,
+        policy_key=version.policy.key,
+        policy_version=version.number,
+        retention_period_seconds=int(version.retention_period.total_seconds()),
+        hold_applies=held,
+        enforced=enforced,
+        explanation=_explain(
+            record,
+            period=version.retention_period,
+            policy=f"{version.policy.key} version {version.number}",
+            held=held,
+            enforced=enforced,
+            now=now,
+            promise=promise,
+        ),
+    )
+
+
+def _when(value: datetime) -> str:
+    return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def duration_words(value: timedelta) -> str:
+    seconds = int(value.total_seconds())
+    if seconds <= 0:
+        return "no time at all"
+    parts = []
+    for unit, size in (("day", 86400), ("hour", 3600), ("minute", 60), ("second", 1)):
+        count, seconds = divmod(seconds, size)
+        if count:
+            parts.append(f"{count} {unit}{'s' if count != 1 else ''}")
+    return " ".join(parts[:2])
+
+
+def _explain(
+    record: RetentionRecord,
+    *,
+    period: timedelta,
+    policy: str,
+    held: bool,
+    enforced: bool,
+    now: datetime,
+    promise: timedelta,
+) -> str:
+    due = _when(record.expires_at)
+    text = [
+        f"This item ({record.data_class}) is governed by policy {policy}, which keeps such "
+        f"data for {duration_words(period)}."
+    ]
+    if record.renewed_at:
+        text.append(
+            f"Its retention period was restarted on {_when(record.renewed_at)}, so it is due "
+            f"for deletion on {due}."
+        )
+    else:
+        text.append(
+            f"It was stored on {_when(record.created_at)}, so it is due for deletion on {due}."
+        )
+    if record.state == RecordState.DELETED:
+        deleted = _when(record.deleted_at) if record.deleted_at else "an unrecorded time"
+        text.append(f"It was deleted on {deleted}; its receipt is among the deletion receipts.")
+        return " ".join(text)
+    text.append("Later policy changes do not move this date; only a renewal restarts it.")
+    expired = record.expires_at <= now
+    if held:
+        text.append(
+            "A legal hold applies to it, so it is kept, past that date if need be, until the "
+            "hold is released."
+        )
+    elif record.state == RecordState.DELETING:
+        text.append("It is being deleted now.")
+    elif record.state == RecordState.FAILED and record.retryable:
+        text.append("A deletion attempt met a temporary error; it will be retried.")
+    elif record.state == RecordState.FAILED:
+        text.append("Deleting it failed; it is kept until an operator reviews the failure.")
+    elif not enforced:
+        text.append(
+            "Deletion is not yet enabled for this data class (it is in report-only mode), so "
+            f"it is kept{' past that date' if expired else ''} until deletion is enabled."
+        )
+    elif expired:
+        text.append(
+            f"That date has passed; it is waiting for the next deletion run, which the "
+            f"operator promises within {duration_words(promise)} of the date."
+        )
+    else:
+        text.append(
+            f"Until then it is kept; it will be deleted by the first deletion run after that "
+            f"date, within {duration_words(promise)} of it."
+        )
+    return " ".join(text)

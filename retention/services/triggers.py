@@ -1,0 +1,105 @@
+"""Runs triggered from outside, through the signed control-plane endpoint.
+
+The run is written to the ledger (and its leases taken) before the caller is
+answered; the sweep itself goes to a django-q2 worker, so it never occupies a
+web worker nor dies with the HTTP request. With the ORM broker the task is a
+row in the same database, committed with the run.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+
+from django.db import IntegrityError, transaction
+from django_q.conf import Conf  # type: ignore[import-untyped]
+from django_q.tasks import async_task  # type: ignore[import-untyped]
+
+from retention.conf import settings
+from retention.exceptions import RetentionError
+from retention.models import Run, RunStatus, RunTrigger, SeenRequestSignature
+from retention.services.runs import run_execute, run_start
+
+logger = logging.getLogger("retention.api")
+
+QUEUED_TASK = "retention.services.triggers.run_execute_queued"
+
+
+class SignatureReplayed(RetentionError):
+    code = "signature_replayed"
+
+
+def request_signature_consume(
+    *, digest: str, key_id: str, signed_at: datetime, now: datetime
+) -> None:
+    """Record a verified signature; raise SignatureReplayed if it was seen before.
+
+    The primary key makes this race-free: of two identical requests arriving
+    together, exactly one insert succeeds.
+    """
+    window = timedelta(seconds=settings.SIGNATURE_WINDOW_SECONDS)
+    # Past the window a replay is refused as stale, so the row is no longer needed.
+    SeenRequestSignature.objects.filter(signed_at__lt=now - window).delete()
+    try:
+        with transaction.atomic():
+            SeenRequestSignature.objects.create(
+                digest=digest, key_id=key_id, signed_at=signed_at, seen_at=now
+            )
+    except IntegrityError:
+        raise SignatureReplayed("This signed request was already accepted once.") from None
+
+
+def run_trigger(
+    *,
+    mode: str,
+    data_classes: Sequence[str] | None,
+    tenant_id: str | None,
+    limit: int | None,
+    max_seconds: float | None,
+    key_id: str,
+    now: datetime,
+) -> Run:
+    """Start a run (trigger ``api``) and queue its sweep once the run is committed.
+
+    Raises RunRefused, with the refused run kept in the ledger, as run_start does.
+    """
+    run = run_start(
+        mode=mode,
+        trigger=RunTrigger.API,
+        data_classes=data_classes,
+        tenant_id=tenant_id,
+        limit=limit,
+        now=now,
+    )
+    logger.info("run %s started through the API: key_id=%s mode=%s", run.pk, key_id, mode)
+    # A worker that picked the task up before the commit would not see the run.
+    transaction.on_commit(
+        lambda: async_task(
+            QUEUED_TASK,
+            str(run.pk),
+            max_seconds,
+            task_name=f"retention-run-{run.pk}",
+            group="retention",
+        )
+    )
+    return run
+
+
+def run_execute_queued(run_id: str, max_seconds: float | None = None) -> str:
+    """The django-q2 task: sweep a run started by run_trigger.
+
+    A late second delivery finds the run finished and does nothing.
+    """
+    run = Run.objects.get(pk=uuid.UUID(run_id))
+    if run.status != RunStatus.RUNNING:
+        return run.status
+    budget = max_seconds
+    if Conf.TIMEOUT:
+        # A sweep killed by the worker's timeout would keep its lease until it
+        # expires; ending a little earlier as "stopped" leaves a clean ledger
+        # and the next trigger carries on.
+        ceiling = Conf.TIMEOUT * 0.9
+        budget = ceiling if budget is None else min(budget, ceiling)
+    return run_execute(run=run, max_seconds=budget).status

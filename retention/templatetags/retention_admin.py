@@ -1,0 +1,47 @@
+"""Template helpers of the retention admin: the kill-switch banner, durations."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from django import template
+
+from retention.admin.display import approximate_duration, format_duration
+from retention.selectors.admin import kill_switch_paused
+
+register = template.Library()
+
+
+@register.inclusion_tag("retention/admin/kill_switch_banner.html", takes_context=True)
+def retention_kill_switch_banner(context: Any) -> dict[str, Any]:
+    request = context.get("request")
+    user = getattr(request, "user", None)
+    if user is None or not user.is_active or not user.is_staff:
+        return {"switch": None}
+    return {
+        "switch": kill_switch_paused(),
+        "can_view": user.has_perm("retention.view_killswitch"),
+    }
+
+
+@register.filter
+def duration(value: timedelta | None) -> str:
+    return format_duration(value)
+
+
+@register.filter
+def age(value: timedelta | None) -> str:
+    return approximate_duration(value)
+
+
+@register.filter
+def rule_value(value: object) -> str:
+    """A policy rule as a reviewer reads it: durations in words, yes/no, a dash."""
+    if isinstance(value, timedelta):
+        return format_duration(value)
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if value is None or value == "":
+        return "—"
+    return str(value)

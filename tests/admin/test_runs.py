@@ -1,0 +1,129 @@
+"""Dry-run reports and enabling enforcement from them."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.urls import reverse
+
+from retention.models import DataClassMode, Policy, Run
+from tests.admin.conftest import messages_of
+from tests.helpers import dry_run, put_tracked
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def photos(make_policy, now):
+    make_policy(enforce=False)
+    return [
+        put_tracked(tenant_id="acme", now=now - timedelta(days=40)),
+        put_tracked(tenant_id="acme", now=now - timedelta(days=35)),
+        put_tracked(tenant_id="globex", now=now - timedelta(days=31)),
+        put_tracked(tenant_id="globex", now=now - timedelta(days=2)),
+    ]
+
+
+def _report(run: Run) -> str:
+    return reverse("admin:retention_run_report", args=[run.pk])
+
+
+def _enforcement(client, run: Run, mode: str = "enforce", data_class: str = "idv.photo"):
+    return client.post(
+        reverse("admin:retention_run_enforcement", args=[run.pk]),
+        {"data_class": data_class, "mode": mode},
+        follow=True,
+    )
+
+
+def test_report__shows_counts_tenants_and_a_sample_of_digests_never_keys(photos, bob_client, now):
+    run = dry_run(now=now)
+
+    response = bob_client.get(_report(run))
+
+    html = response.content.decode()
+    assert response.status_code == 200
+    assert "Would delete <strong>3</strong>; held <strong>0</strong>" in html
+    assert "<td>acme</td><td>2</td>" in html
+    assert "<td>globex</td><td>1</td>" in html
+    for record in photos[:3]:
+        assert record.key_digest in html
+    for record in photos:
+        assert record.object_key not in html
+    assert 'data-enable="idv.photo"' in html
+
+
+def test_report__dry_runs_are_listed_with_their_counts(photos, bob_client, now):
+    run = dry_run(now=now)
+
+    response = bob_client.get(reverse("admin:retention_run_changelist") + "?mode__exact=dry_run")
+
+    assert list(response.context["cl"].result_list) == [run]
+    assert _report(run) in response.content.decode()
+
+
+def test_enable_enforcement__from_a_fresh_dry_run_records_the_reviewer(
+    photos, bob, bob_client, now
+):
+    run = dry_run(now=now - timedelta(hours=1))
+
+    response = _enforcement(bob_client, run)
+
+    policy = Policy.objects.get()
+    assert policy.mode == DataClassMode.ENFORCE
+    assert policy.reviewed_dry_run_id == run.pk
+    run.refresh_from_db()
+    assert run.reviewed_by == bob
+    assert any("Enforcement enabled for idv.photo" in m for m in messages_of(response))
+
+
+def test_enable_enforcement__refused_without_a_fresh_dry_run(photos, bob_client, now):
+    stale = dry_run(now=now - timedelta(days=8))
+
+    page = bob_client.get(_report(stale))
+    response = _enforcement(bob_client, stale)
+
+    assert "older than 7 days" in page.content.decode()
+    assert 'data-enable="idv.photo"' not in page.content.decode()
+    assert response.status_code == 200
+    assert any("older than 7 days" in m for m in messages_of(response))
+    assert Policy.objects.get().mode == DataClassMode.REPORT_ONLY
+
+
+def test_enable_enforcement__refused_from_an_older_report_when_a_newer_one_exists(
+    photos, bob_client, now
+):
+    older = dry_run(now=now - timedelta(days=2))
+    newer = dry_run(now=now - timedelta(days=1))
+
+    page = bob_client.get(_report(older))
+    response = _enforcement(bob_client, older)
+
+    assert _report(newer) in page.content.decode()
+    assert any("a newer dry run" in m for m in messages_of(response))
+    assert Policy.objects.get().mode == DataClassMode.REPORT_ONLY
+
+
+def test_enable_enforcement__approvers_only(photos, alice_client, now):
+    run = dry_run(now=now)
+
+    page = alice_client.get(_report(run))
+    response = _enforcement(alice_client, run)
+
+    assert page.status_code == 200
+    assert 'data-enable="idv.photo"' not in page.content.decode()
+    assert response.status_code == 403
+    assert Policy.objects.get().mode == DataClassMode.REPORT_ONLY
+
+
+def test_back_to_report_only__from_the_report(photos, bob_client, now):
+    run = dry_run(now=now)
+    _enforcement(bob_client, run)
+
+    page = bob_client.get(_report(run))
+    response = _enforcement(bob_client, run, mode="report_only")
+
+    assert 'data-report-only="idv.photo"' in page.content.decode()
+    assert any("report-only again" in m for m in messages_of(response))
+    assert Policy.objects.get().mode == DataClassMode.REPORT_ONLY

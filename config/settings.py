@@ -155,14 +155,34 @@ UPLOADS_ALLOWED_TYPES = {
     "logs.integration": ["text/plain", "application/gzip"],
 }
 
+# Prometheus metrics at /metrics/: off (404) until an allow list or a token is set.
+RETENTION_METRICS_ALLOWED_IPS = os.environ.get("RETENTION_METRICS_ALLOWED_IPS", "")
+RETENTION_METRICS_TOKEN = os.environ.get("RETENTION_METRICS_TOKEN", "")
+
+# RETENTION_LOG_FORMAT=json: one JSON object per line (retention.logging).
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "formatters": {
+        "text": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"},
+        "json": {"()": "retention.logging.JsonFormatter"},
+    },
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            "formatter": "json" if os.environ.get("RETENTION_LOG_FORMAT") == "json" else "text",
+        }
+    },
     "loggers": {
         "retention": {
             "handlers": ["console"],
             "level": os.environ.get("RETENTION_LOG_LEVEL", "WARNING"),
-        }
+        },
+        # At DEBUG these log request URLs and parameters, which hold object
+        # keys; whatever level the root logger is given, keep them at WARNING.
+        **{
+            name: {"level": "WARNING"}
+            for name in ("boto3", "botocore", "s3transfer", "urllib3", "storages")
+        },
     },
 }

@@ -171,3 +171,19 @@ def check_api_throttle_rate(**kwargs: Any) -> list[Error]:
             id="retention.E008",
         )
     ]
+
+
+@register("retention")
+def check_metrics_allowed_ips(**kwargs: Any) -> list[Error]:
+    try:
+        _ = settings.METRICS_ALLOWED_IPS
+    except ValueError as exc:
+        return [
+            Error(
+                f"RETENTION_METRICS_ALLOWED_IPS cannot be read: {exc}.",
+                hint="Give addresses or CIDR networks separated by commas, "
+                "e.g. '127.0.0.1,10.0.0.0/8,::1'; a network's host bits must be zero.",
+                id="retention.E009",
+            )
+        ]
+    return []

@@ -6,6 +6,7 @@ works and nothing is frozen at import time.
 
 from __future__ import annotations
 
+import ipaddress
 from datetime import timedelta
 from typing import Any
 
@@ -109,6 +110,37 @@ class RetentionSettings:
     def API_THROTTLE_RATE(self) -> str:
         """Requests per tenant on the tenant endpoints, in DRF's ``N/period`` form."""
         return str(self._get("API_THROTTLE_RATE", "120/min"))
+
+    @property
+    def METRICS_ALLOWED_IPS(self) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
+        """Clients allowed to scrape /metrics/: addresses or CIDR networks.
+
+        Accepts a list or the environment's comma-separated form. Raises
+        ValueError when an entry is not an address or network (check
+        retention.E009 reports it).
+        """
+        value = self._get("METRICS_ALLOWED_IPS", ())
+        if isinstance(value, str):
+            entries: list[Any] = value.split(",")
+        elif isinstance(value, list | tuple | set | frozenset):
+            entries = list(value)
+        else:
+            raise ValueError(f"expected a list or a comma-separated string, not {value!r}")
+        networks = []
+        for entry in entries:
+            text = str(entry).strip()
+            if not text:
+                continue
+            try:
+                networks.append(ipaddress.ip_network(text))
+            except ValueError as exc:
+                raise ValueError(f"{text!r} is not an IP address or network ({exc})") from exc
+        return tuple(networks)
+
+    @property
+    def METRICS_TOKEN(self) -> str:
+        """A bearer token that lets any client scrape /metrics/; empty = none."""
+        return str(self._get("METRICS_TOKEN", "") or "")
 
 
 settings = RetentionSettings()

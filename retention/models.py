@@ -538,6 +538,8 @@ class KillSwitch(models.Model):
     resumed_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
+        verbose_name = "kill switch"
+        verbose_name_plural = "kill switch"
         constraints = [
             models.CheckConstraint(condition=Q(id=1), name="retention_killswitch_singleton")
         ]

@@ -10,6 +10,7 @@ from django.core.management.base import SystemCheckError
 
 from retention.checks import (
     check_digest_key,
+    check_metrics_allowed_ips,
     check_numbers,
     check_s3_storages,
     check_storage_aliases,
@@ -191,6 +192,31 @@ def test_check_e005__dry_run_max_age_in_seconds_passes(settings):
     settings.RETENTION_DRY_RUN_MAX_AGE = 86400
 
     assert check_numbers() == []
+
+
+# --------------------------------------------------------------------------
+# E009: RETENTION_METRICS_ALLOWED_IPS is not a list of addresses or networks
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["10.0.0.0/33", "localhost", "10.0.0.1/8", "127.0.0.1,,fe80::zz", 8080, {"net": "10.0.0.0/8"}],
+)
+def test_check_e009__malformed_metrics_allow_list(settings, value):
+    settings.RETENTION_METRICS_ALLOWED_IPS = value
+
+    errors = check_metrics_allowed_ips()
+
+    assert ids(errors) == ["retention.E009"]
+
+
+@pytest.mark.parametrize(
+    "value", ["", "127.0.0.1", " 10.0.0.0/8 , ::1 ,", ["192.168.0.0/16", "fd00::/8"], ()]
+)
+def test_check_e009__addresses_and_networks_pass(settings, value):
+    settings.RETENTION_METRICS_ALLOWED_IPS = value
+
+    assert check_metrics_allowed_ips() == []
 
 
 # --------------------------------------------------------------------------

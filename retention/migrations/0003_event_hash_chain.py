@@ -108,5 +108,9 @@ class Migration(migrations.Migration):
             model_name='eventbatch',
             constraint=models.CheckConstraint(condition=models.Q(('size__gte', 1)), name='retention_batch_not_empty'),
         ),
+        migrations.AlterModelOptions(
+            name="killswitch",
+            options={"verbose_name": "kill switch", "verbose_name_plural": "kill switch"},
+        ),
         migrations.RunPython(create_head_and_chain_existing, migrations.RunPython.noop),
     ]

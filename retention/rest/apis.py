@@ -22,9 +22,16 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from retention.conf import settings
-from retention.models import DeletionEvent, Disposition, EventOutcome, RunMode, data_class_validator
+from retention.models import (
+    DeletionEvent,
+    Disposition,
+    EventOutcome,
+    RunMode,
+    RunStatus,
+    data_class_validator,
+)
 from retention.rest.csv import CSVStreamMixin, CSVStreamRenderer, stream_csv
-from retention.rest.exceptions import RunRefusedErrorSerializer
+from retention.rest.exceptions import ApiError, RunRefusedErrorSerializer
 from retention.rest.pagination import ReceiptCursorPagination, page_serializer
 from retention.rest.schema import error_responses
 from retention.rest.views import ControlPlaneApiView, TenantApiView
@@ -380,7 +387,7 @@ class RunStartApi(ControlPlaneApiView):
                 description="Refused (`run_refused`): lease held, paused, report-only "
                 "class, storage unreachable. The refused run stays in the ledger.",
             ),
-            **error_responses(400, 401, 415),
+            **error_responses(400, 401, 415, 503),
         },
         tags=["runs"],
     )
@@ -396,4 +403,12 @@ class RunStartApi(ControlPlaneApiView):
             limit=data.validated_data.get("limit"),
             max_seconds=data.validated_data.get("max_seconds"),
         )
+        run.refresh_from_db()
+        if run.status == RunStatus.ERROR:
+            # Recorded, but its task could not be queued; the run was closed.
+            raise ApiError(
+                f"Run {run.pk} was recorded but could not be queued; it was closed. Retry later.",
+                code="queue_unavailable",
+                status_code=503,
+            )
         return Response(self.OutputSerializer(run).data, status=status.HTTP_202_ACCEPTED)

@@ -22,6 +22,7 @@ _DESCRIPTIONS = {
     406: "Unknown `format` or unsatisfiable `Accept` (`not_acceptable`).",
     415: "Unsupported request content type (`unsupported_media_type`).",
     429: "Too many requests for this tenant (`throttled`); see `Retry-After`.",
+    503: "Recorded but not queued (`queue_unavailable`): the run was closed; retry.",
 }
 
 

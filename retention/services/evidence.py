@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db import transaction
+from django.db import IntegrityError, transaction
 
 from retention import evidence
 from retention.models import ChainHead, DeletionEvent, EventBatch
@@ -41,27 +41,50 @@ def event_fields(event: DeletionEvent) -> dict[str, Any]:
 
 
 def events_append(
-    events: Sequence[DeletionEvent], *, run_id: uuid.UUID | None, now: datetime
+    events: Sequence[DeletionEvent],
+    *,
+    run_id: uuid.UUID | None,
+    now: datetime,
+    known_new: bool = False,
 ) -> list[DeletionEvent]:
     """Insert the events not recorded yet as one chained batch; return them.
 
     Must run inside the caller's transaction, so the batch commits (or not)
-    together with the state change it records.
+    together with the state change it records. ``known_new`` skips the look-up
+    of existing idempotency keys when the caller's row locks already prove
+    the events are new (a finalize of rows still leased to it); should that
+    ever be wrong, the unique key refuses the insert and the look-up runs.
     """
     if not events:
         return []
+    if known_new:
+        try:
+            with transaction.atomic():
+                return _append(events, run_id=run_id, now=now, dedupe=False)
+        except IntegrityError:
+            pass
+    return _append(events, run_id=run_id, now=now, dedupe=True)
+
+
+def _append(
+    events: Sequence[DeletionEvent], *, run_id: uuid.UUID | None, now: datetime, dedupe: bool
+) -> list[DeletionEvent]:
     with transaction.atomic():
-        # The migration creates the head; a flushed test database may not have it.
-        ChainHead.objects.get_or_create(pk=1)
-        head = ChainHead.objects.select_for_update().get(pk=1)
-        # Under the chain lock no concurrent finalizer can insert the same
-        # idempotency key between this check and the insert.
-        keys = [e.idempotency_key for e in events]
-        existing = set(
-            DeletionEvent.objects.filter(idempotency_key__in=keys).values_list(
-                "idempotency_key", flat=True
+        head = ChainHead.objects.select_for_update().filter(pk=1).first()
+        if head is None:
+            # The migration creates the head; a flushed test database may not.
+            ChainHead.objects.get_or_create(pk=1)
+            head = ChainHead.objects.select_for_update().get(pk=1)
+        existing: set[str] = set()
+        if dedupe:
+            # Under the chain lock no concurrent finalizer can insert the same
+            # idempotency key between this check and the insert.
+            keys = [e.idempotency_key for e in events]
+            existing = set(
+                DeletionEvent.objects.filter(idempotency_key__in=keys).values_list(
+                    "idempotency_key", flat=True
+                )
             )
-        )
         fresh: list[DeletionEvent] = []
         for event in events:
             if event.idempotency_key in existing:

@@ -18,7 +18,7 @@ from retention.conf import settings
 from retention.exceptions import EnforcementNotAllowed, InvalidTransition, NotAllowed
 from retention.models import Policy, PolicyVersion, PolicyVersionStatus, Run, RunMode, RunStatus
 from retention.services.control import enforcement_enable, latest_reviewable_dry_run
-from retention.services.policies import RULE_FIELDS, _validate_rules
+from retention.services.policies import RULE_FIELDS, policy_version_validate_rules
 
 AUTHORS_GROUP = "Retention authors"
 APPROVERS_GROUP = "Retention approvers"
@@ -80,7 +80,7 @@ def policy_version_update_draft(
             raise NotAllowed(f"Only the author of {version} may change it.")
         for name, value in changes.items():
             setattr(version, name, value)
-        _validate_rules(
+        policy_version_validate_rules(
             version.retention_period,
             {name: getattr(version, name) for name in RULE_FIELDS},
         )

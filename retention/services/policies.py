@@ -49,7 +49,7 @@ RULE_FIELDS = frozenset(
 )
 
 
-def _validate_rules(retention_period: timedelta, rules: dict[str, Any]) -> None:
+def policy_version_validate_rules(retention_period: timedelta, rules: dict[str, Any]) -> None:
     unknown = set(rules) - RULE_FIELDS
     if unknown:
         raise InvalidPolicyVersion(
@@ -89,7 +89,7 @@ def policy_version_propose(
     description: str = "",
     **rules: Any,
 ) -> PolicyVersion:
-    _validate_rules(retention_period, rules)
+    policy_version_validate_rules(retention_period, rules)
     try:
         data_class_validator(data_class)
     except ValidationError as exc:

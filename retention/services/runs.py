@@ -24,6 +24,7 @@ from django.db import transaction
 from django.db.models import Count, F, Min, Q
 from django.utils import timezone
 
+from retention import metrics
 from retention.conf import settings
 from retention.disposal import DisposalItem, Disposer, ObjectDisposer
 from retention.exceptions import RunRefused
@@ -194,6 +195,19 @@ def run_start(
         except StorageUnavailable as exc:
             _release_leases(run)
             _refuse(run, f"Storage unreachable: {exc}", "storage_unavailable", now)
+    logger.info(
+        "run %s started (%s, %s) over %s",
+        run.pk,
+        mode,
+        trigger,
+        ", ".join(run.data_classes) or "nothing",
+        extra={
+            "run_id": str(run.pk),
+            "tenant_id": run.tenant_id,
+            "mode": mode,
+            "data_classes": list(run.data_classes),
+        },
+    )
     return run
 
 
@@ -209,6 +223,13 @@ def _rules_json(rules: ClassRules) -> dict:
 def _refuse(run: Run, message: str, reason: str, now: datetime) -> None:
     Run.objects.filter(pk=run.pk).update(
         status=RunStatus.REFUSED, status_reason=f"{reason}: {message}", finished_at=now
+    )
+    # The reason code only: a storage's message may name a bucket or a path.
+    logger.info(
+        "run %s refused: %s",
+        run.pk,
+        reason,
+        extra={"run_id": str(run.pk), "tenant_id": run.tenant_id, "status": RunStatus.REFUSED},
     )
     raise RunRefused(message, reason=reason, run_id=run.pk)
 
@@ -358,6 +379,7 @@ def records_claim(
             rows = []
         if rows:
             Run.objects.filter(pk=run.pk).update(claimed=F("claimed") + len(rows))
+            metrics.count_on_commit(data_class, {"claimed": len(rows)})
     items = tuple(
         ClaimedItem(
             record_id=row["id"],
@@ -528,6 +550,8 @@ def _recheck(claim: Claim, now: datetime) -> tuple[list[ClaimedItem], ClaimOutco
             )
         events_append(events, run_id=claim.run_id, now=now)
         _add_counts(claim.run_id, result.counts)
+        if result.counts:
+            metrics.count_on_commit(claim.items[0].data_class, result.counts)
     return proceed, result
 
 
@@ -634,9 +658,47 @@ def _finalize(
                 lease_owner=None,
                 lease_expires_at=None,
             )
-        events_append(events, run_id=claim.run_id, now=now)
+        # These rows were still leased to this claim under lock: their events are new.
+        events_append(events, run_id=claim.run_id, now=now, known_new=True)
         _add_counts(claim.run_id, outcome.counts)
+        if outcome.counts:
+            metrics.count_on_commit(items[0].data_class, outcome.counts)
+    _log_page(claim, items, outcome, failed)
     return outcome
+
+
+def _log_page(
+    claim: Claim, items: Sequence[ClaimedItem], outcome: ClaimOutcome, failed: dict[int, str]
+) -> None:
+    # Ids and counts only: never a key, and not the reason either, which a
+    # third-party storage adapter might have built from the key.
+    if not items:
+        return
+    data_class = items[0].data_class
+    counts = {k: outcome[k] for k in ("deleted", "already_absent", "retried", "failed")}
+    logger.info(
+        "run %s: page of %d %s records finalized: %s",
+        claim.run_id,
+        len(items),
+        data_class,
+        " ".join(f"{k}={n}" for k, n in counts.items()),
+        extra={"run_id": str(claim.run_id), "data_class": data_class, "counts": counts},
+    )
+    by_id = {item.record_id: item for item in items}
+    for record_id in sorted(failed):
+        item = by_id[record_id]
+        logger.warning(
+            "run %s: record %s failed (attempt %d), waiting for review",
+            claim.run_id,
+            record_id,
+            item.attempt,
+            extra={
+                "run_id": str(claim.run_id),
+                "record_id": record_id,
+                "tenant_id": item.tenant_id,
+                "data_class": item.data_class,
+            },
+        )
 
 
 def claim_dispose(
@@ -824,7 +886,31 @@ def _finish(run: Run, status: str, reason: str, now: datetime) -> Run:
         )
         _release_leases(run)
     run.refresh_from_db()
+    counts = {**run.counts(), "retried": run.retried}
+    logger.info(
+        "run %s %s (%s): %s",
+        run.pk,
+        status,
+        run.mode,
+        " ".join(f"{k}={n}" for k, n in counts.items()),
+        extra={
+            "run_id": str(run.pk),
+            "tenant_id": run.tenant_id,
+            "mode": run.mode,
+            "status": status,
+            "counts": counts,
+        },
+    )
     return run
+
+
+def run_abort(*, run: Run, reason: str, now: datetime) -> Run:
+    """End a run that will not be executed (e.g. its task could not be queued).
+
+    Its leases are released at once instead of blocking the data class until
+    they expire. Rows it may have claimed keep their own leases.
+    """
+    return _finish(run, RunStatus.ERROR, reason[:2000], now)
 
 
 def _next_retry_due(run: Run) -> datetime | None:
@@ -860,11 +946,18 @@ def run_execute(
     except BaseException as exc:
         # The rows in flight keep their leases and are probed by the next
         # claimer; the run itself must not stay "running" for ever.
-        logger.error("retention run %s failed: %s", run.pk, type(exc).__name__)
+        logger.error(
+            "retention run %s failed: %s",
+            run.pk,
+            type(exc).__name__,
+            extra={"run_id": str(run.pk), "tenant_id": run.tenant_id},
+        )
         try:
             _finish(run, RunStatus.ERROR, f"{type(exc).__name__}: {exc}"[:2000], clock())
         except Exception:
-            logger.exception("could not record the failure of run %s", run.pk)
+            logger.exception(
+                "could not record the failure of run %s", run.pk, extra={"run_id": str(run.pk)}
+            )
         raise
 
 

@@ -14,13 +14,14 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 from django.db import IntegrityError, transaction
+from django.utils import timezone
 from django_q.conf import Conf  # type: ignore[import-untyped]
 from django_q.tasks import async_task  # type: ignore[import-untyped]
 
 from retention.conf import settings
 from retention.exceptions import RetentionError
 from retention.models import Run, RunStatus, RunTrigger, SeenRequestSignature
-from retention.services.runs import run_execute, run_start
+from retention.services.runs import run_abort, run_execute, run_start
 
 logger = logging.getLogger("retention.api")
 
@@ -75,16 +76,24 @@ def run_trigger(
     )
     logger.info("run %s started through the API: key_id=%s mode=%s", run.pk, key_id, mode)
     # A worker that picked the task up before the commit would not see the run.
-    transaction.on_commit(
-        lambda: async_task(
+    transaction.on_commit(lambda: _publish(run, max_seconds))
+    return run
+
+
+def _publish(run: Run, max_seconds: float | None) -> None:
+    try:
+        async_task(
             QUEUED_TASK,
             str(run.pk),
             max_seconds,
             task_name=f"retention-run-{run.pk}",
             group="retention",
         )
-    )
-    return run
+    except Exception as exc:
+        # The run is recorded but nobody will sweep it: close it now so its
+        # lease does not hold the data class until it expires.
+        logger.error("run %s could not be queued: %s", run.pk, type(exc).__name__)
+        run_abort(run=run, reason=f"could not be queued: {type(exc).__name__}", now=timezone.now())
 
 
 def run_execute_queued(run_id: str, max_seconds: float | None = None) -> str:

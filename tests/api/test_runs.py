@@ -103,6 +103,28 @@ def test_runs__accepted_202_with_the_run_recorded_and_its_sweep_queued(
     assert queued.task["args"][0] == str(run.pk)
 
 
+@pytest.mark.django_db(transaction=True)
+def test_runs__a_run_that_cannot_be_queued_is_closed_and_answers_503(
+    client, make_policy, frozen, monkeypatch
+):
+    make_policy("idv.photo", timedelta(days=30))
+
+    def broker_down(*args, **kwargs):
+        raise ConnectionError("broker unreachable")
+
+    monkeypatch.setattr("retention.services.triggers.async_task", broker_down)
+    response = trigger(client, {"mode": "enforce", "data_classes": ["idv.photo"]})
+
+    assert response.status_code == 503
+    assert response.json()["code"] == "queue_unavailable"
+    run = Run.objects.get()
+    assert run.status == RunStatus.ERROR
+    assert "could not be queued" in run.status_reason
+    # Its lease was released: the next trigger is not refused as "lease held".
+    again = services.run_start(mode=RunMode.ENFORCE, data_classes=["idv.photo"], now=frozen)
+    assert again.status == RunStatus.RUNNING
+
+
 def test_runs__the_queued_task_sweeps_the_run(
     client, make_policy, now, monkeypatch, django_capture_on_commit_callbacks
 ):

@@ -1,0 +1,112 @@
+"""Exit non-zero when retention lag breaks the promise (SPEC §3.1), for paging."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.utils import timezone
+
+from retention.selectors.health import (
+    FAILED_FOR_REVIEW,
+    NO_RECENT_SUCCESS,
+    OVERDUE,
+    ClassCheck,
+    LagCheck,
+    lag_check,
+    lag_check_as_json,
+)
+
+REASONS = {
+    OVERDUE: "overdue records",
+    FAILED_FOR_REVIEW: "failures waiting for review",
+    NO_RECENT_SUCCESS: "no successful run",
+}
+
+
+def _span(value: timedelta) -> str:
+    """Two largest units: '3 days 2 hours', '40 minutes'."""
+    seconds = int(abs(value.total_seconds()))
+    parts = []
+    for unit, size in (("day", 86400), ("hour", 3600), ("minute", 60)):
+        n, seconds = divmod(seconds, size)
+        if n:
+            parts.append(f"{n} {unit}{'' if n == 1 else 's'}")
+    return " ".join(parts[:2]) or "less than a minute"
+
+
+def _when(value: datetime) -> str:
+    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _class_lines(check: ClassCheck, promise: timedelta) -> list[str]:
+    h = check.health
+    if not h.enforced:
+        verdict = "report-only, not checked"
+    elif check.ok:
+        verdict = "ok"
+    else:
+        verdict = "BROKEN: " + ", ".join(REASONS[r] for r in check.broken)
+    lines = [f"{h.data_class} [{'enforce' if h.enforced else 'report-only'}] {verdict}"]
+    if h.oldest_eligible_at is not None and h.overdue is not None:
+        late = "over" if h.overdue > promise else "within"
+        lines.append(
+            f"  backlog {h.backlog}; oldest expired {_when(h.oldest_eligible_at)}, "
+            f"{_span(h.overdue)} ago ({late} the promise)"
+        )
+    else:
+        lines.append("  backlog 0")
+    lines.append(
+        f"  failed, waiting for review {h.failed_for_review}; retrying {h.retrying}; "
+        f"expired but held {h.held}"
+    )
+    run, age = h.last_success, check.last_success_age
+    if run is not None and run.finished_at is not None and age is not None:
+        lines.append(
+            f"  last successful run {_when(run.finished_at)}, {_span(age)} ago (run {run.pk})"
+        )
+    else:
+        lines.append("  last successful run: never")
+    return lines
+
+
+def _lines(check: LagCheck) -> list[str]:
+    lines = [
+        f"Promise: expired records of enforced data classes are deleted within "
+        f"{_span(check.promise)} of their deadline (checked at {_when(check.now)})."
+    ]
+    if check.paused is not None:
+        lines.append(f"Kill switch engaged: nothing new is claimed ({check.paused.reason}).")
+    for item in check.classes:
+        lines.extend(_class_lines(item, check.promise))
+    if not check.classes:
+        lines.append("No data class yet.")
+    return lines
+
+
+class Command(BaseCommand):
+    help = (
+        "Print per data class the backlog, the oldest overdue record, failures waiting for "
+        "review and the last successful run; exit 1 when a promise is broken."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument(
+            "--json", action="store_true", dest="as_json", help="Print one JSON object."
+        )
+
+    def handle(self, *, as_json: bool, **options: Any) -> None:
+        check = lag_check(now=timezone.now())
+        if as_json:
+            self.stdout.write(json.dumps(lag_check_as_json(check)))
+        else:
+            for line in _lines(check):
+                self.stdout.write(line)
+        if not check.ok:
+            broken = "; ".join(
+                f"{c.health.data_class} ({', '.join(REASONS[r] for r in c.broken)})"
+                for c in check.broken
+            )
+            raise CommandError(f"retention promise broken: {broken}")

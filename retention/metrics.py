@@ -1,0 +1,235 @@
+"""Prometheus metrics: what the engine did (counters) and where each data class stands (gauges).
+
+Counters live in the process that did the work and are incremented only once
+the page's transaction committed, so a rolled-back page counts nothing. The
+gauges are not kept in memory at all: they are read from the database at
+scrape time, so they are right however many qcluster processes on however
+many hosts do the work. With ``PROMETHEUS_MULTIPROC_DIR`` set, the counters
+of every process on the host are summed by prometheus_client's multiprocess
+collector.
+
+The view answers 404 while neither an allow list nor a token is configured
+(the endpoint is off), and 403 to a client that is neither on the list nor
+presents the token.
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import logging
+import os
+from collections.abc import Iterator, Mapping
+
+from django.db import DatabaseError, transaction
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseForbidden
+from django.utils import timezone
+from django.views.decorators.http import require_GET
+from prometheus_client import CollectorRegistry, Counter, multiprocess
+from prometheus_client.exposition import choose_encoder
+from prometheus_client.metrics_core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from retention.conf import settings
+from retention.selectors.health import deleting_counts, lag_check
+
+logger = logging.getLogger("retention.metrics")
+
+REGISTRY = CollectorRegistry()
+
+CLAIMED = Counter(
+    "retention_records_claimed",
+    "Records claimed for disposal.",
+    ["data_class"],
+    registry=REGISTRY,
+)
+DELETED = Counter(
+    "retention_records_deleted", "Objects deleted.", ["data_class"], registry=REGISTRY
+)
+ALREADY_ABSENT = Counter(
+    "retention_records_already_absent",
+    "Records whose object was already gone (a success).",
+    ["data_class"],
+    registry=REGISTRY,
+)
+SKIPPED = Counter(
+    "retention_records_skipped",
+    "Claimed records released at the re-check: reason held (a legal hold) or renewed.",
+    ["data_class", "reason"],
+    registry=REGISTRY,
+)
+FAILED = Counter(
+    "retention_records_failed",
+    "Records given up on: failed, waiting for review.",
+    ["data_class"],
+    registry=REGISTRY,
+)
+RETRIED = Counter(
+    "retention_records_retried",
+    "Transient failures put back for a retry with backoff.",
+    ["data_class"],
+    registry=REGISTRY,
+)
+
+# The engine's count names (run counters) → counter and fixed labels.
+_COUNTERS: dict[str, tuple[Counter, dict[str, str]]] = {
+    "claimed": (CLAIMED, {}),
+    "deleted": (DELETED, {}),
+    "already_absent": (ALREADY_ABSENT, {}),
+    "skipped_held": (SKIPPED, {"reason": "held"}),
+    "skipped_renewed": (SKIPPED, {"reason": "renewed"}),
+    "failed": (FAILED, {}),
+    "retried": (RETRIED, {}),
+}
+
+
+def count_on_commit(data_class: str, counts: Mapping[str, int]) -> None:
+    """Add the engine's ``counts`` to the counters once the current transaction commits."""
+    added = {name: n for name, n in counts.items() if n and name in _COUNTERS}
+    if not added:
+        return
+
+    def add() -> None:
+        for name, n in added.items():
+            counter, labels = _COUNTERS[name]
+            counter.labels(data_class=data_class, **labels).inc(n)
+
+    # robust: a metrics failure must never fail the engine after its commit.
+    transaction.on_commit(add, robust=True)
+
+
+class HealthCollector(Collector):
+    """Gauges per data class, read from the database at each scrape."""
+
+    def describe(self) -> list[Metric]:
+        return []  # never touch the database when registered
+
+    def collect(self) -> Iterator[Metric]:
+        up = GaugeMetricFamily(
+            "retention_gauges_up", "1 when this scrape read the gauges from the database."
+        )
+        try:
+            check = lag_check(now=timezone.now())
+            deleting = deleting_counts()
+        except DatabaseError:
+            logger.exception("metrics: the database gauges could not be read")
+            up.add_metric([], 0)
+            yield up
+            return
+        up.add_metric([], 1)
+        yield up
+
+        promise = GaugeMetricFamily(
+            "retention_lag_promise_seconds",
+            "RETENTION_LAG_PROMISE: an expired record is deleted within this many seconds.",
+        )
+        promise.add_metric([], check.promise.total_seconds())
+        yield promise
+        paused = GaugeMetricFamily("retention_paused", "1 while the kill switch stops new claims.")
+        paused.add_metric([], 1 if check.paused is not None else 0)
+        yield paused
+
+        def family(name: str, documentation: str) -> GaugeMetricFamily:
+            return GaugeMetricFamily(name, documentation, labels=["data_class"])
+
+        families = {
+            "enforced": family(
+                "retention_enforced", "1 when the class is enforced, 0 report-only."
+            ),
+            "broken": family(
+                "retention_promise_broken",
+                "1 when retention_check would fail for the class (enforced classes only).",
+            ),
+            "backlog": family(
+                "retention_backlog_records",
+                "Expired records not yet deleted and under no hold (eligible now).",
+            ),
+            "oldest": family(
+                "retention_oldest_overdue_age_seconds",
+                "Seconds since the oldest eligible record expired; 0 when none.",
+            ),
+            "held": family("retention_held_expired_records", "Expired records kept by a hold."),
+            "deleting": family("retention_deleting_records", "Records in state deleting."),
+            "failed": family(
+                "retention_failed_for_review_records", "Failed records waiting for review."
+            ),
+            "last": family(
+                "retention_last_success_timestamp_seconds",
+                "Unix time the last full enforcing run of the class finished; 0 when never.",
+            ),
+        }
+        for item in check.classes:
+            h = item.health
+            label = [h.data_class]
+            last = h.last_success.finished_at if h.last_success else None
+            values = {
+                "enforced": 1 if h.enforced else 0,
+                "broken": 0 if item.ok else 1,
+                "backlog": h.backlog,
+                "oldest": max(h.overdue.total_seconds(), 0) if h.overdue is not None else 0,
+                "held": h.held,
+                "deleting": deleting.get(h.data_class, 0),
+                "failed": h.failed_for_review,
+                "last": last.timestamp() if last is not None else 0,
+            }
+            for key, value in values.items():
+                families[key].add_metric(label, value)
+        yield from families.values()
+
+
+REGISTRY.register(HealthCollector())
+
+
+def _scrape_registry() -> CollectorRegistry:
+    if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        return REGISTRY
+    # Every process's counters, from the files they write; gauges as always.
+    registry = CollectorRegistry()
+    multiprocess.MultiProcessCollector(registry)
+    registry.register(HealthCollector())
+    return registry
+
+
+def _address(value: str | None) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    try:
+        address = ipaddress.ip_address((value or "").strip())
+    except ValueError:
+        return None
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return address.ipv4_mapped
+    return address
+
+
+def client_allowed(request: HttpRequest) -> bool | None:
+    """True or False for this client; None when the endpoint is not configured.
+
+    The address is REMOTE_ADDR, never X-Forwarded-For, which any client can
+    write. Behind a proxy, use the token.
+    """
+    token = settings.METRICS_TOKEN
+    try:
+        networks = settings.METRICS_ALLOWED_IPS
+    except ValueError:
+        logger.error("RETENTION_METRICS_ALLOWED_IPS cannot be read; no address is allowed")
+        networks = ()
+    if not token and not networks:
+        return None
+    if token:
+        scheme, _, presented = request.headers.get("Authorization", "").partition(" ")
+        if scheme.lower() == "bearer" and hmac.compare_digest(
+            presented.strip().encode(), token.encode()
+        ):
+            return True
+    address = _address(request.META.get("REMOTE_ADDR"))
+    return address is not None and any(address in network for network in networks)
+
+
+@require_GET
+def metrics_view(request: HttpRequest) -> HttpResponse:
+    allowed = client_allowed(request)
+    if allowed is None:
+        raise Http404("metrics are not enabled")
+    if not allowed:
+        return HttpResponseForbidden("not allowed to read the metrics\n")
+    encoder, content_type = choose_encoder(request.headers.get("Accept", ""))
+    return HttpResponse(encoder(_scrape_registry()), content_type=content_type)

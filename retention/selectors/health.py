@@ -1,0 +1,170 @@
+"""Is each data class keeping its deletion promise? Read by retention_check and /metrics/.
+
+The figures are the dashboard's (``class_health``), so the command, the
+metrics and the admin agree on what is backlog and what is late. What this
+module adds is the verdict: which promises are broken, and why.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from django.db.models import Count
+
+from retention.conf import settings
+from retention.models import (
+    KillSwitch,
+    Policy,
+    RecordState,
+    RetentionRecord,
+    Run,
+    RunMode,
+    RunStatus,
+)
+from retention.selectors.admin import ClassHealth, class_health, kill_switch_paused
+
+# Why a data class's promise is broken.
+OVERDUE = "overdue"  # an eligible record expired longer ago than the promise
+FAILED_FOR_REVIEW = "failed_for_review"  # rows the engine gave up on: a human must act
+NO_RECENT_SUCCESS = "no_recent_success"  # a backlog, and no full sweep within the promise
+
+
+def last_full_sweep(data_class: str) -> Run | None:
+    """The newest finished enforcing run that swept the whole class.
+
+    A run narrowed to one tenant, or to the records of a zero-period upload,
+    proves the engine works, not that the class's backlog was swept.
+    """
+    return (
+        Run.objects.filter(
+            mode=RunMode.ENFORCE,
+            status=RunStatus.FINISHED,
+            tenant_id__isnull=True,
+            data_classes__icontains=f'"{data_class}"',
+        )
+        .exclude(report__has_key="record_ids")
+        .order_by("-finished_at")
+        .first()
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class ClassCheck:
+    health: ClassHealth  # last_success is the last full sweep
+    now: datetime
+    broken: tuple[str, ...]
+
+    @property
+    def ok(self) -> bool:
+        return not self.broken
+
+    @property
+    def last_success_age(self) -> timedelta | None:
+        run = self.health.last_success
+        if run is None or run.finished_at is None:
+            return None
+        return self.now - run.finished_at
+
+
+@dataclass(frozen=True, slots=True)
+class LagCheck:
+    now: datetime
+    promise: timedelta
+    paused: KillSwitch | None
+    classes: tuple[ClassCheck, ...]
+
+    @property
+    def ok(self) -> bool:
+        return all(c.ok for c in self.classes)
+
+    @property
+    def broken(self) -> tuple[ClassCheck, ...]:
+        return tuple(c for c in self.classes if not c.ok)
+
+
+def _verdict(health: ClassHealth, *, now: datetime) -> tuple[str, ...]:
+    if not health.enforced:
+        return ()  # report-only: nothing was promised yet
+    reasons = []
+    if health.late:
+        reasons.append(OVERDUE)
+    if health.failed_for_review:
+        reasons.append(FAILED_FOR_REVIEW)
+    last = health.last_success
+    stale = last is None or last.finished_at is None or now - last.finished_at > health.promise
+    if health.backlog and stale:
+        reasons.append(NO_RECENT_SUCCESS)
+    return tuple(reasons)
+
+
+def class_check(policy: Policy, *, now: datetime) -> ClassCheck:
+    health = replace(class_health(policy, now=now), last_success=last_full_sweep(policy.data_class))
+    return ClassCheck(health=health, now=now, broken=_verdict(health, now=now))
+
+
+def lag_check(*, now: datetime) -> LagCheck:
+    """Every data class against ``RETENTION_LAG_PROMISE``, as of ``now``."""
+    return LagCheck(
+        now=now,
+        promise=settings.LAG_PROMISE,
+        paused=kill_switch_paused(),
+        classes=tuple(
+            class_check(policy, now=now) for policy in Policy.objects.order_by("data_class")
+        ),
+    )
+
+
+def deleting_counts() -> dict[str, int]:
+    """Rows in ``deleting`` per data class: in flight, or left by a claimer that died."""
+    return dict(
+        RetentionRecord.objects.filter(state=RecordState.DELETING)
+        .values_list("data_class")
+        .annotate(n=Count("id"))
+        .order_by()
+    )
+
+
+def _rfc3339(value: datetime | None) -> str | None:
+    if value is None:
+        return None
+    return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def _seconds(value: timedelta | None) -> int | None:
+    return int(value.total_seconds()) if value is not None else None
+
+
+def lag_check_as_json(check: LagCheck) -> dict[str, Any]:
+    """The stable JSON form of ``retention_check --json``."""
+    return {
+        "ok": check.ok,
+        "checked_at": _rfc3339(check.now),
+        "lag_promise_seconds": _seconds(check.promise),
+        "paused": check.paused is not None,
+        "broken": [c.health.data_class for c in check.broken],
+        "data_classes": [
+            {
+                "data_class": c.health.data_class,
+                "mode": c.health.mode,
+                "enforced": c.health.enforced,
+                "ok": c.ok,
+                "broken": list(c.broken),
+                "backlog": c.health.backlog,
+                "held": c.health.held,
+                "oldest_eligible_at": _rfc3339(c.health.oldest_eligible_at),
+                "overdue_seconds": _seconds(c.health.overdue),
+                "failed_for_review": c.health.failed_for_review,
+                "retrying": c.health.retrying,
+                "last_success_at": _rfc3339(
+                    c.health.last_success.finished_at if c.health.last_success else None
+                ),
+                "last_success_age_seconds": _seconds(c.last_success_age),
+                "last_success_run_id": (
+                    str(c.health.last_success.pk) if c.health.last_success else None
+                ),
+            }
+            for c in check.classes
+        ],
+    }

@@ -74,3 +74,35 @@ def test_chain_hash__depends_on_every_input():
     assert evidence.chain_hash(evidence.GENESIS, 2, 3, root) != base
     assert evidence.chain_hash(evidence.GENESIS, 1, 4, root) != base
     assert evidence.chain_hash(evidence.GENESIS, 1, 3, bytes(32)) != base
+
+
+def test_event_leaf__fast_path_hashes_exactly_like_the_reference(db):
+    import uuid
+    from datetime import timedelta
+
+    from retention.models import DeletionEvent
+    from retention.services.evidence import event_fields, event_leaf
+
+    when = datetime(2026, 3, 14, 12, 0, 0, 123, tzinfo=UTC)
+    for run_id, text in [
+        (uuid.uuid4(), "plain"),
+        (None, 'quote " backslash \\ newline \n tab \t nul \x00'),
+        (uuid.uuid4(), "unicode: Zoë, 日本, emoji \U0001f600, \u2028"),
+    ]:
+        event = DeletionEvent(
+            idempotency_key=f"7:{text}:delete",
+            record_id=42,
+            run_id=run_id,
+            tenant_id=text,
+            data_class="idv.photo",
+            policy_key="idv.photo",
+            policy_version_number=3,
+            disposition="delete",
+            outcome="failed",
+            attempt=2,
+            reason=text,
+            key_digest="ab" * 32,
+            expires_at=when - timedelta(days=30),
+            occurred_at=when,
+        )
+        assert event_leaf(event) == evidence.leaf_hash(event_fields(event))

@@ -14,14 +14,17 @@ from django.contrib.admin import DateFieldListFilter
 from django.db.models import Q, QuerySet
 from django.http import HttpRequest
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.html import format_html
 
+from retention import services
 from retention.admin.base import (
     CsvExportMixin,
     DataClassFilter,
     ReadOnlyAdmin,
     RunIdFilter,
     TenantFilter,
+    report_refusal,
 )
 from retention.digest import key_digest
 from retention.models import DeletionEvent, RetentionRecord
@@ -107,10 +110,32 @@ class RetentionRecordAdmin(CsvExportMixin, ReadOnlyAdmin):
         "deleted_at",
     )
 
+    actions = ("retry_failed",)
+
     def get_search_results(
         self, request: HttpRequest, queryset: QuerySet, search_term: str
     ) -> tuple[QuerySet, bool]:
         return _search(queryset, search_term, record_field="pk"), False
+
+    def has_approve_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm("retention.approve_policyversion")
+
+    @admin.action(permissions=["approve"], description="Retry deletion of selected failed records")
+    def retry_failed(self, request: HttpRequest, queryset: QuerySet[RetentionRecord]) -> None:
+        ids = list(queryset.values_list("pk", flat=True))
+        reopened = report_refusal(
+            self,
+            request,
+            lambda: services.record_failures_retry(
+                record_ids=ids, by=request.user, now=timezone.now()
+            ),
+        )
+        if reopened is not None:
+            skipped = len(ids) - reopened
+            note = f"; {skipped} were not failed for good and were left alone" if skipped else ""
+            self.message_user(
+                request, f"{reopened} failed record(s) will be retried by the next run{note}."
+            )
 
     @admin.display(description="policy version")
     def version(self, obj: RetentionRecord) -> str:

@@ -16,6 +16,7 @@ from retention.services.policies import (
 from retention.services.records import (
     legal_hold_place,
     legal_hold_release,
+    record_failures_retry,
     record_renew,
     record_track,
 )
@@ -34,6 +35,7 @@ __all__ = [
     "policy_version_propose",
     "policy_version_retire",
     "policy_version_submit",
+    "record_failures_retry",
     "record_renew",
     "record_track",
     "records_claim",

@@ -7,6 +7,8 @@ claimer holding an older view of the row cannot act on it.
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 from django.conf import settings as django_settings
@@ -17,6 +19,7 @@ from django.db.models import F, Q
 from retention.digest import key_digest
 from retention.exceptions import (
     InvalidHold,
+    NotAllowed,
     RecordAlreadyDeleted,
     RecordBeingDisposed,
     RetentionError,
@@ -32,8 +35,10 @@ from retention.models import (
     RunMode,
     RunTrigger,
 )
-from retention.services.policies import policy_version_in_force
+from retention.services.policies import APPROVE_PERMISSION, policy_version_in_force
 from retention.storage.keys import MalformedKey, validate_object_key
+
+logger = logging.getLogger("retention.records")
 
 
 class InvalidObjectKey(RetentionError):
@@ -204,3 +209,22 @@ def legal_hold_protected_count(*, hold: LegalHold) -> int:
         .exclude(state=RecordState.DELETED)
         .count()
     )
+
+
+def record_failures_retry(*, record_ids: Sequence[int], by: AbstractBaseUser, now: datetime) -> int:
+    """After review, give records that failed for good another round of attempts.
+
+    Only rows in state ``failed`` and no longer retryable change; the next run
+    claims them again (with probing, since a failed attempt may have deleted
+    the object). Returns how many rows were reopened.
+    """
+    if not by.has_perm(APPROVE_PERMISSION):  # type: ignore[attr-defined]
+        raise NotAllowed(f"{by} may not reopen failed records: approvers only.")
+    reopened = RetentionRecord.objects.filter(
+        pk__in=list(record_ids), state=RecordState.FAILED, retryable=False
+    ).update(retryable=True, next_attempt_at=now, attempts=0)
+    logger.info(
+        "failed records reopened for retry",
+        extra={"count": reopened, "user_id": getattr(by, "pk", None)},
+    )
+    return reopened

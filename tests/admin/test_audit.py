@@ -10,6 +10,7 @@ from datetime import timedelta
 import pytest
 from django.http import StreamingHttpResponse
 from django.urls import reverse
+from django.utils import timezone
 
 from retention.admin.audit import RetentionRecordAdmin
 from retention.models import DeletionEvent, EventOutcome, RetentionRecord, Run
@@ -64,7 +65,14 @@ def test_audit_admins__refuse_add_change_and_delete_even_to_a_superuser(
     assert add.status_code == 403
     assert change.status_code == 403
     assert delete.status_code == 403
-    assert changelist.context["action_form"] is None  # not even "delete selected"
+    # Not even "delete selected". Records offer one action, through a service:
+    # reopening failures after review (which changes no audited field).
+    actions = changelist.context["action_form"]
+    if name == "retentionrecord":
+        offered = {value for value, _ in actions.fields["action"].choices if value}
+        assert offered == {"retry_failed"}
+    else:
+        assert actions is None
     assert type(obj).objects.filter(pk=obj.pk).exists()
 
 
@@ -232,3 +240,51 @@ def test_csv_export__memory_stays_flat_while_rows_grow(make_policy, bob_client, 
     assert largest < 50_000  # 250 rows a chunk, never the whole file
     # Holding the rows at once would take about five times the file's size.
     assert peak < size
+
+
+def _fail_for_good(record, reason="AccessDenied: object locked"):
+    RetentionRecord.objects.filter(pk=record.pk).update(
+        state="failed", retryable=False, last_error=reason, attempts=5
+    )
+
+
+def test_records__approver_reopens_failed_records_and_the_next_run_deletes_them(
+    trail, bob_client, now
+):
+    stuck = trail["records"]["acme-new"]
+    _fail_for_good(stuck)
+    url = reverse("admin:retention_retentionrecord_changelist")
+
+    response = bob_client.post(
+        url,
+        {
+            "action": "retry_failed",
+            "_selected_action": [stuck.pk, trail["records"]["globex-new"].pk],
+        },
+        follow=True,
+    )
+
+    assert "1 failed record(s) will be retried by the next run; 1 were not failed" in (
+        response.content.decode()
+    )
+    stuck.refresh_from_db()
+    assert (stuck.state, stuck.retryable, stuck.attempts) == ("failed", True, 0)
+    later = now + timedelta(days=40)
+    run = enforce(now=later)
+    stuck.refresh_from_db()
+    assert stuck.state == "deleted" and run.deleted >= 1
+
+
+def test_records__an_author_cannot_reopen_failed_records(trail, alice_client, alice):
+    from retention.exceptions import NotAllowed
+    from retention.services import record_failures_retry
+
+    stuck = trail["records"]["acme-new"]
+    _fail_for_good(stuck)
+    url = reverse("admin:retention_retentionrecord_changelist")
+    # Authors do not even see retention records; the service refuses them too.
+    assert alice_client.get(url).status_code == 403
+    with pytest.raises(NotAllowed):
+        record_failures_retry(record_ids=[stuck.pk], by=alice, now=timezone.now())
+    stuck.refresh_from_db()
+    assert stuck.retryable is False

@@ -219,12 +219,29 @@ class LegalHold(models.Model):
             parts.append(f"record={self.record_id}")
         return ", ".join(parts)
 
-    def applies_to(self, record: RetentionRecord) -> bool:
+    def scope_q(self) -> Q:
+        """The records this hold's scope covers (released or not)."""
+        q = Q()
+        if self.tenant_id:
+            q &= Q(tenant_id=self.tenant_id)
+        if self.data_class:
+            q &= Q(data_class=self.data_class)
+        if self.record_id:
+            q &= Q(pk=self.record_id)
+        return q
+
+    def covers(self, *, tenant_id: str, data_class: str, record_id: int) -> bool:
+        """Whether this hold, while active, protects the record so described."""
         return (
             self.released_at is None
-            and (not self.tenant_id or self.tenant_id == record.tenant_id)
-            and (not self.data_class or self.data_class == record.data_class)
-            and (not self.record_id or self.record_id == record.pk)
+            and (not self.tenant_id or self.tenant_id == tenant_id)
+            and (not self.data_class or self.data_class == data_class)
+            and (not self.record_id or self.record_id == record_id)
+        )
+
+    def applies_to(self, record: RetentionRecord) -> bool:
+        return self.covers(
+            tenant_id=record.tenant_id, data_class=record.data_class, record_id=record.pk
         )
 
 

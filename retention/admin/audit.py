@@ -28,6 +28,7 @@ from retention.admin.base import (
 )
 from retention.digest import key_digest
 from retention.models import DeletionEvent, RetentionRecord
+from retention.services.policies import APPROVE_PERMISSION
 
 _DIGEST = re.compile(r"^[0-9a-f]{64}$")
 
@@ -118,7 +119,7 @@ class RetentionRecordAdmin(CsvExportMixin, ReadOnlyAdmin):
         return _search(queryset, search_term, record_field="pk"), False
 
     def has_approve_permission(self, request: HttpRequest) -> bool:
-        return request.user.has_perm("retention.approve_policyversion")
+        return request.user.has_perm(APPROVE_PERMISSION)
 
     @admin.action(permissions=["approve"], description="Retry deletion of selected failed records")
     def retry_failed(self, request: HttpRequest, queryset: QuerySet[RetentionRecord]) -> None:

@@ -6,6 +6,7 @@ enforced there, and a refusal comes back as a message on the page.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -33,19 +34,13 @@ from retention.models import (
 )
 from retention.selectors import admin as selectors
 from retention.services import governance
-
-RULE_FORM_FIELDS = (
-    "retention_period",
-    "safety_margin",
-    "locked",
-    "disposition",
-    "erase_all_versions",
-    "batch_size",
-    "rate_limit",
-    "max_attempts",
-    "owner",
-    "notes",
+from retention.services.policies import (
+    APPROVE_PERMISSION,
+    RETIRE_PERMISSION,
+    VERSION_RULE_FIELDS,
 )
+
+RULE_FORM_FIELDS = VERSION_RULE_FIELDS
 LIFECYCLE_FIELDS = (
     "author",
     "created_at",
@@ -252,10 +247,10 @@ class PolicyVersionAdmin(admin.ModelAdmin):
     # -------------------------------------------------------------- permissions
 
     def has_approve_permission(self, request: HttpRequest) -> bool:
-        return request.user.has_perm("retention.approve_policyversion")
+        return request.user.has_perm(APPROVE_PERMISSION)
 
     def has_retire_permission(self, request: HttpRequest) -> bool:
-        return request.user.has_perm("retention.retire_policyversion")
+        return request.user.has_perm(RETIRE_PERMISSION)
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         # Only a draft, and only by its author: a submitted version is immutable.
@@ -404,19 +399,25 @@ class PolicyVersionAdmin(admin.ModelAdmin):
 
     # ------------------------------------------------------------------ actions
 
-    @admin.action(permissions=["change"], description="Submit selected drafts for approval")
-    def submit_versions(self, request: HttpRequest, queryset: QuerySet[PolicyVersion]) -> None:
+    def _each_version(
+        self,
+        request: HttpRequest,
+        queryset: QuerySet[PolicyVersion],
+        service: Callable[..., PolicyVersion],
+        done_verb: str,
+    ) -> None:
+        """Call ``service`` per version; report each success or refusal."""
         now = timezone.now()
         for version in queryset.select_related("policy"):
             done = report_refusal(
-                self,
-                request,
-                lambda v=version: services.policy_version_submit(
-                    version=v, by=request.user, now=now
-                ),
+                self, request, lambda v=version: service(version=v, by=request.user, now=now)
             )
             if done is not None:
-                self.message_user(request, f"{done.policy.data_class} v{done.number} submitted.")
+                self.message_user(request, f"{done.policy.data_class} v{done.number} {done_verb}.")
+
+    @admin.action(permissions=["change"], description="Submit selected drafts for approval")
+    def submit_versions(self, request: HttpRequest, queryset: QuerySet[PolicyVersion]) -> None:
+        self._each_version(request, queryset, services.policy_version_submit, "submitted")
 
     @admin.action(permissions=["approve"], description="Review impact and approve…")
     def review_and_approve(
@@ -439,17 +440,7 @@ class PolicyVersionAdmin(admin.ModelAdmin):
         self, request: HttpRequest, queryset: QuerySet[PolicyVersion]
     ) -> HttpResponse | None:
         if request.POST.get("post") == "yes":
-            now = timezone.now()
-            for version in queryset.select_related("policy"):
-                done = report_refusal(
-                    self,
-                    request,
-                    lambda v=version: services.policy_version_retire(
-                        version=v, by=request.user, now=now
-                    ),
-                )
-                if done is not None:
-                    self.message_user(request, f"{done.policy.data_class} v{done.number} retired.")
+            self._each_version(request, queryset, services.policy_version_retire, "retired")
             return None
         return TemplateResponse(
             request,

@@ -20,9 +20,10 @@ from django.utils.html import format_html
 from retention import services
 from retention.admin.base import CsvExportMixin, ReadOnlyAdmin, RunDataClassFilter, report_refusal
 from retention.conf import settings
-from retention.models import DataClassMode, Policy, Run, RunMode, RunStatus
+from retention.models import RUN_COUNT_FIELDS, DataClassMode, Policy, Run, RunMode, RunStatus
 from retention.services import governance
 from retention.services.control import latest_reviewable_dry_run
+from retention.services.policies import APPROVE_PERMISSION
 
 
 @admin.register(Run)
@@ -64,14 +65,7 @@ class RunAdmin(CsvExportMixin, ReadOnlyAdmin):
         "started_at",
         "cutoff",
         "finished_at",
-        "eligible",
-        "claimed",
-        "deleted",
-        "already_absent",
-        "skipped_held",
-        "skipped_renewed",
-        "deferred",
-        "failed",
+        *RUN_COUNT_FIELDS,
         "retried",
         "oldest_eligible_at",
         "reviewed_by__username",
@@ -141,7 +135,7 @@ class RunAdmin(CsvExportMixin, ReadOnlyAdmin):
         now = timezone.now()
         report = run.report if isinstance(run.report, dict) else {}
         policies = {p.data_class: p for p in Policy.objects.filter(data_class__in=run.data_classes)}
-        can_enable = request.user.has_perm("retention.approve_policyversion")
+        can_enable = request.user.has_perm(APPROVE_PERMISSION)
         can_disable = request.user.has_perm("retention.change_policy")
         sections = []
         for name in run.data_classes:
@@ -192,7 +186,7 @@ class RunAdmin(CsvExportMixin, ReadOnlyAdmin):
         now = timezone.now()
         back = HttpResponseRedirect(reverse("admin:retention_run_report", args=[run.pk]))
         if mode == DataClassMode.ENFORCE:
-            if not request.user.has_perm("retention.approve_policyversion"):
+            if not request.user.has_perm(APPROVE_PERMISSION):
                 raise PermissionDenied
             done = report_refusal(
                 self,

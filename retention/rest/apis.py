@@ -219,12 +219,9 @@ class DeletionListApi(CSVStreamMixin, TenantApiView):
 class DeletionReceiptApi(TenantApiView):
     """One receipt in the form ``python -m retention.receipts verify`` reads."""
 
-    class OutputSerializer(serializers.Serializer):
+    class OutputSerializer(InclusionProofSerializer):
         event = serializers.DictField(help_text="The hashed fields of the event.")
         event_hash = serializers.CharField()
-        leaf_index = serializers.IntegerField()
-        path = serializers.ListField(child=serializers.CharField())
-        batch = BatchSerializer()
 
         class Meta:
             ref_name = "VerifiableReceipt"

@@ -33,6 +33,7 @@ from retention.models import (
     RunMode,
     RunStatus,
 )
+from retention.services.policies import VERSION_RULE_FIELDS
 
 PREVIEW_HORIZONS: tuple[tuple[str, timedelta], ...] = (
     ("now", timedelta(0)),
@@ -43,18 +44,7 @@ PREVIEW_TOP_TENANTS = 10
 CHART_DAYS = 30
 
 # Fields a policy version is compared on, in the order a reviewer reads them.
-VERSION_DIFF_FIELDS: tuple[str, ...] = (
-    "retention_period",
-    "safety_margin",
-    "locked",
-    "disposition",
-    "erase_all_versions",
-    "batch_size",
-    "rate_limit",
-    "max_attempts",
-    "owner",
-    "notes",
-)
+VERSION_DIFF_FIELDS = VERSION_RULE_FIELDS
 
 
 # --------------------------------------------------------------------------
@@ -96,17 +86,6 @@ def held_q(data_class: str) -> Q | None:
     return combined
 
 
-def hold_scope_q(hold: LegalHold) -> Q:
-    q = Q()
-    if hold.tenant_id:
-        q &= Q(tenant_id=hold.tenant_id)
-    if hold.data_class:
-        q &= Q(data_class=hold.data_class)
-    if hold.record_id:
-        q &= Q(pk=hold.record_id)
-    return q
-
-
 @dataclass(frozen=True, slots=True)
 class HoldReach:
     protected: int  # records in scope that still exist
@@ -115,7 +94,7 @@ class HoldReach:
 
 def hold_reach(hold: LegalHold, *, now: datetime) -> HoldReach:
     counts = (
-        RetentionRecord.objects.filter(hold_scope_q(hold))
+        RetentionRecord.objects.filter(hold.scope_q())
         .exclude(state=RecordState.DELETED)
         .aggregate(protected=Count("id"), expired=Count("id", filter=Q(expires_at__lte=now)))
     )

@@ -34,19 +34,21 @@ from retention.models import (
 APPROVE_PERMISSION = "retention.approve_policyversion"
 RETIRE_PERMISSION = "retention.retire_policyversion"
 
-# Rules a version may carry besides its period and lock.
-RULE_FIELDS = frozenset(
-    {
-        "safety_margin",
-        "disposition",
-        "erase_all_versions",
-        "batch_size",
-        "rate_limit",
-        "max_attempts",
-        "owner",
-        "notes",
-    }
+# A version's rules, in the order a reviewer reads them.
+VERSION_RULE_FIELDS: tuple[str, ...] = (
+    "retention_period",
+    "safety_margin",
+    "locked",
+    "disposition",
+    "erase_all_versions",
+    "batch_size",
+    "rate_limit",
+    "max_attempts",
+    "owner",
+    "notes",
 )
+# Rules a version may carry besides its period and lock (keyword arguments).
+RULE_FIELDS = frozenset(VERSION_RULE_FIELDS) - {"retention_period", "locked"}
 
 
 def policy_version_validate_rules(retention_period: timedelta, rules: dict[str, Any]) -> None:

@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 from django.conf import settings as django_settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
-from django.db.models import F, Q
+from django.db.models import F
 
 from retention.digest import key_digest
 from retention.exceptions import (
@@ -139,22 +139,11 @@ def record_renew(*, record: RetentionRecord, now: datetime) -> RetentionRecord:
     return fresh
 
 
-def _hold_scope_filter(hold: LegalHold) -> Q:
-    q = Q()
-    if hold.tenant_id:
-        q &= Q(tenant_id=hold.tenant_id)
-    if hold.data_class:
-        q &= Q(data_class=hold.data_class)
-    if hold.record_id:
-        q &= Q(pk=hold.record_id)
-    return q
-
-
 def _bump_scope(hold: LegalHold) -> int:
     # Rows already past their re-check are left alone: their object may be
     # gone, and their claimer finalizes by row version.
     return (
-        RetentionRecord.objects.filter(_hold_scope_filter(hold), disposal_started_at__isnull=True)
+        RetentionRecord.objects.filter(hold.scope_q(), disposal_started_at__isnull=True)
         .exclude(state=RecordState.DELETED)
         .update(row_version=F("row_version") + 1)
     )
@@ -201,14 +190,6 @@ def legal_hold_release(
         hold.save(update_fields=["released_at", "released_by", "release_reason"])
         _bump_scope(hold)
     return hold
-
-
-def legal_hold_protected_count(*, hold: LegalHold) -> int:
-    return (
-        RetentionRecord.objects.filter(_hold_scope_filter(hold))
-        .exclude(state=RecordState.DELETED)
-        .count()
-    )
 
 
 def record_failures_retry(*, record_ids: Sequence[int], by: AbstractBaseUser, now: datetime) -> int:

@@ -452,17 +452,16 @@ def _held_ids(items: Iterable[ClaimedItem]) -> set[int]:
     items = list(items)
     ids = [i.record_id for i in items]
     holds = list(LegalHold.objects.active().filter(Q(record__isnull=True) | Q(record_id__in=ids)))
-    held = set()
-    for item in items:
-        for hold in holds:
-            if (
-                (not hold.tenant_id or hold.tenant_id == item.tenant_id)
-                and (not hold.data_class or hold.data_class == item.data_class)
-                and (not hold.record_id or hold.record_id == item.record_id)
-            ):
-                held.add(item.record_id)
-                break
-    return held
+    return {
+        item.record_id
+        for item in items
+        if any(
+            hold.covers(
+                tenant_id=item.tenant_id, data_class=item.data_class, record_id=item.record_id
+            )
+            for hold in holds
+        )
+    }
 
 
 def _recheck(claim: Claim, now: datetime) -> tuple[list[ClaimedItem], ClaimOutcome]:

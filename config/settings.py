@@ -110,11 +110,15 @@ if os.environ.get("AWS_STORAGE_BUCKET_NAME"):
         },
     }
 
+# Retention batches go to the cluster named here; a host's foreground work
+# (the queue the foreground guard watches) usually has a cluster of its own.
 Q_CLUSTER: dict = {
-    "name": "lethe",
+    "name": os.environ.get("Q_CLUSTER_NAME", "lethe"),
     "workers": int(os.environ.get("Q_WORKERS", "2")),
-    "timeout": 600,
-    "retry": 900,
+    "timeout": int(os.environ.get("Q_TIMEOUT", "600")),
+    "retry": int(os.environ.get("Q_RETRY", "900")),
+    # Missed slots after downtime would each be replayed; the scheduled task
+    # coalesces them anyway (one run per slot), this avoids the noise.
     "catch_up": False,
     "orm": "default",
 }

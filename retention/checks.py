@@ -5,10 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings as django_settings
-from django.core.checks import Error, register
+from django.core.checks import CheckMessage, Error, Warning, register
 from django.utils.module_loading import import_string
 
 from retention.conf import settings
+from retention.guard import DEFAULT_SIGNAL, broker_kind
 
 S3_BACKENDS = {"storages.backends.s3.S3Storage", "storages.backends.s3boto3.S3Boto3Storage"}
 
@@ -187,3 +188,148 @@ def check_metrics_allowed_ips(**kwargs: Any) -> list[Error]:
             )
         ]
     return []
+
+
+@register("retention")
+def check_foreground_guard(**kwargs: Any) -> list[CheckMessage]:
+    messages: list[CheckMessage] = []
+    try:
+        path = settings.FOREGROUND_GUARD
+        if path and not callable(import_string(path)):
+            raise ImportError(f"{path} is not callable")
+    except (ImportError, TypeError) as exc:
+        path = None
+        messages.append(
+            Error(
+                f"RETENTION_FOREGROUND_GUARD cannot be used: {exc}. The guard fails closed: "
+                "nothing is dispatched while it cannot be read.",
+                hint="Give the dotted path of a callable(*, now) -> retention.guard.GuardReading, "
+                f"e.g. {DEFAULT_SIGNAL!r}, or None to turn the guard off.",
+                id="retention.E010",
+            )
+        )
+    try:
+        budget = settings.FOREGROUND_BUDGET_SECONDS
+        problem = None if budget > 0 else f"must be greater than 0 (it is {budget:g})"
+    except (TypeError, ValueError) as exc:
+        problem = f"cannot be read as a number: {exc}"
+    if problem:
+        messages.append(
+            Error(
+                f"RETENTION_FOREGROUND_BUDGET_SECONDS {problem}.",
+                hint="Give the seconds the oldest foreground task may wait, e.g. 30.",
+                id="retention.E011",
+            )
+        )
+    queue = settings.FOREGROUND_QUEUE
+    if queue and path == DEFAULT_SIGNAL:
+        try:
+            kind, label = broker_kind()
+        except ImportError as exc:
+            kind, label = "unsupported", f"configured ({exc})"
+        if kind == "unsupported":
+            messages.append(
+                Warning(
+                    f"RETENTION_FOREGROUND_QUEUE is {queue!r}, but the foreground guard cannot "
+                    f"read queues on the {label} broker: dispatch is never held back.",
+                    hint="Use django-q2's ORM or Redis broker, or point "
+                    "RETENTION_FOREGROUND_GUARD at a signal of your own.",
+                    id="retention.W002",
+                )
+            )
+    return messages
+
+
+@register("retention")
+def check_storage_rate_limits(**kwargs: Any) -> list[Error]:
+    try:
+        limits = settings.STORAGE_RATE_LIMITS
+    except ValueError as exc:
+        return [
+            Error(
+                f"RETENTION_STORAGE_RATE_LIMITS cannot be read: {exc}.",
+                hint="Map storage aliases to deletes per second, e.g. {'s3': 500}.",
+                id="retention.E012",
+            )
+        ]
+    storages = getattr(django_settings, "STORAGES", {})
+    return [
+        Error(
+            f"RETENTION_STORAGE_RATE_LIMITS names the storage alias {alias!r}, "
+            "which is not in STORAGES: its limit would never apply.",
+            hint=f"Known aliases: {', '.join(sorted(storages)) or 'none'}.",
+            id="retention.E012",
+        )
+        for alias in limits
+        if alias not in storages
+    ]
+
+
+@register("retention")
+def check_rate_gate_feedback(**kwargs: Any) -> list[Error]:
+    problems = []
+    try:
+        factor = settings.GATE_MIN_FACTOR
+        if not 0 < factor <= 1:
+            problems.append(f"RETENTION_GATE_MIN_FACTOR must be in (0, 1] (it is {factor:g}).")
+    except (TypeError, ValueError) as exc:
+        problems.append(f"RETENTION_GATE_MIN_FACTOR cannot be read as a number: {exc}")
+    try:
+        recovery = settings.GATE_RECOVERY_SECONDS
+        if not 0 < recovery < float("inf"):
+            problems.append(
+                f"RETENTION_GATE_RECOVERY_SECONDS must be greater than 0 (it is {recovery:g})."
+            )
+    except (TypeError, ValueError) as exc:
+        problems.append(f"RETENTION_GATE_RECOVERY_SECONDS cannot be read as a number: {exc}")
+    return [
+        Error(
+            p,
+            hint="Throttling halves a rate gate down to GATE_MIN_FACTOR of its rate "
+            "(default 0.05); it recovers over GATE_RECOVERY_SECONDS (default 60).",
+            id="retention.E013",
+        )
+        for p in problems
+    ]
+
+
+@register("retention")
+def check_queued_runs(**kwargs: Any) -> list[CheckMessage]:
+    from croniter import croniter  # type: ignore[import-untyped]
+    from django_q.conf import Conf  # type: ignore[import-untyped]
+
+    problems: list[str] = []
+    cron = settings.SCHEDULE_CRON
+    if not croniter.is_valid(cron):
+        problems.append(f"RETENTION_SCHEDULE_CRON {cron!r} is not a valid cron expression.")
+    for name, minimum in (
+        ("MAX_BATCHES_IN_FLIGHT", 1),
+        ("DISPATCHER_LEASE_SECONDS", 1),
+        ("DISPATCH_POLL_SECONDS", 0.01),
+    ):
+        try:
+            value = getattr(settings, name)
+        except (TypeError, ValueError) as exc:
+            problems.append(f"RETENTION_{name} cannot be read as a number: {exc}")
+            continue
+        if not value >= minimum:
+            problems.append(f"RETENTION_{name} must be at least {minimum:g} (it is {value:g}).")
+    messages: list[CheckMessage] = [
+        Error(
+            p,
+            hint="See the README's settings table for what each setting means.",
+            id="retention.E014",
+        )
+        for p in problems
+    ]
+    if str(Conf.TIME_ZONE) != "UTC":
+        messages.append(
+            Warning(
+                f"django-q2 evaluates cron schedules in {Conf.TIME_ZONE}, but "
+                "RETENTION_SCHEDULE_CRON is meant in UTC: the nightly sweep would start at "
+                "another hour.",
+                hint="Set Q_CLUSTER['time_zone'] = 'UTC' (or TIME_ZONE = 'UTC').",
+                id="retention.W003",
+            )
+        )
+    return messages

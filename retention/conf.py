@@ -7,6 +7,7 @@ works and nothing is frozen at import time.
 from __future__ import annotations
 
 import ipaddress
+import math
 from datetime import timedelta
 from typing import Any
 
@@ -51,6 +52,26 @@ class RetentionSettings:
     def RETRY_WAIT_IN_RUN_SECONDS(self) -> float:
         """A run waits this long at most for retries that fall due before it ends."""
         return float(self._get("RETRY_WAIT_IN_RUN_SECONDS", 30.0))
+
+    @property
+    def SCHEDULE_CRON(self) -> str:
+        """When the scheduled sweep runs (5-field cron, UTC)."""
+        return str(self._get("SCHEDULE_CRON", "17 2 * * *"))
+
+    @property
+    def MAX_BATCHES_IN_FLIGHT(self) -> int:
+        """Queued runs: batches published and not finished, across all runs and hosts."""
+        return int(self._get("MAX_BATCHES_IN_FLIGHT", 4))
+
+    @property
+    def DISPATCHER_LEASE_SECONDS(self) -> float:
+        """A queued run's dispatcher renews this lease; once it lapses, another takes over."""
+        return float(self._get("DISPATCHER_LEASE_SECONDS", 60))
+
+    @property
+    def DISPATCH_POLL_SECONDS(self) -> float:
+        """How often a waiting dispatcher looks again (capacity, guard, batches)."""
+        return float(self._get("DISPATCH_POLL_SECONDS", 0.5))
 
     @property
     def DRY_RUN_MAX_AGE(self) -> timedelta:
@@ -141,6 +162,71 @@ class RetentionSettings:
     def METRICS_TOKEN(self) -> str:
         """A bearer token that lets any client scrape /metrics/; empty = none."""
         return str(self._get("METRICS_TOKEN", "") or "")
+
+    @property
+    def FOREGROUND_GUARD(self) -> str:
+        """Dotted path of the foreground signal, ``(*, now) -> GuardReading``; empty = off.
+
+        Raises TypeError when set to something other than a string (check
+        retention.E010 reports it; the guard then fails closed).
+        """
+        value = self._get("FOREGROUND_GUARD", "retention.guard.oldest_queued_task_age")
+        if value is None:
+            return ""
+        if not isinstance(value, str):
+            raise TypeError(f"expected a dotted path string, not {type(value).__name__}")
+        return value.strip()
+
+    @property
+    def FOREGROUND_QUEUE(self) -> str | None:
+        """The django-q2 queue (cluster name) the default signal watches; None = off."""
+        value = self._get("FOREGROUND_QUEUE", None)
+        if value is None:
+            return None
+        return str(value).strip() or None
+
+    @property
+    def FOREGROUND_BUDGET_SECONDS(self) -> float:
+        """Dispatch holds while the oldest task in that queue has waited longer than this."""
+        return float(self._get("FOREGROUND_BUDGET_SECONDS", 30))
+
+    @property
+    def STORAGE_RATE_LIMITS(self) -> dict[str, float]:
+        """Deletes per second per storage alias, shared by every worker on every host.
+
+        A data class's own ``rate_limit`` applies as well: a delete passes both.
+        Raises ValueError when an entry is not a positive number.
+        """
+        value = self._get("STORAGE_RATE_LIMITS", None) or {}
+        if not isinstance(value, dict):
+            raise ValueError(
+                f"expected a dict of storage alias to deletes per second, "
+                f"not {type(value).__name__}"
+            )
+        limits: dict[str, float] = {}
+        for alias, rate in value.items():
+            if rate is None:
+                continue
+            try:
+                if isinstance(rate, bool):
+                    raise TypeError("a boolean is not a rate")
+                number = float(rate)
+            except (TypeError, ValueError):
+                raise ValueError(f"{alias!r}: {rate!r} is not a number") from None
+            if not 0 < number < math.inf:
+                raise ValueError(f"{alias!r}: {rate!r} is not a positive number")
+            limits[str(alias)] = number
+        return limits
+
+    @property
+    def GATE_MIN_FACTOR(self) -> float:
+        """Throttling by the store never slows a rate gate below this share of its rate."""
+        return float(self._get("GATE_MIN_FACTOR", 0.05))
+
+    @property
+    def GATE_RECOVERY_SECONDS(self) -> float:
+        """After throttling, a rate gate climbs back to its full rate over this many seconds."""
+        return float(self._get("GATE_RECOVERY_SECONDS", 60.0))
 
 
 settings = RetentionSettings()

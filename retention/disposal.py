@@ -49,13 +49,22 @@ class ObjectDisposer:
             by_storage[item.storage].append(item)
         results: dict[int, KeyResult] = {}
         for alias, group in by_storage.items():
-            gate.acquire(len(group))
-            keyed = {item.object_key: item.record_id for item in group}
-            outcome = self.adapter(alias).delete_many(
-                list(keyed),
-                erase_versions=erase_versions,
-                probe=[item.object_key for item in group if item.probe],
-            )
-            for key, record_id in keyed.items():
-                results[record_id] = outcome[key]
+            paced = gate.for_storage(alias)
+            adapter = self.adapter(alias)
+            # Under a rate, a slice at a time: a whole page sent at once would
+            # be a burst of many seconds' worth of deletes.
+            step = paced.slice_size or len(group)
+            for start in range(0, len(group), step):
+                part = group[start : start + step]
+                paced.acquire(len(part))
+                keyed = {item.object_key: item.record_id for item in part}
+                outcome = adapter.delete_many(
+                    list(keyed),
+                    erase_versions=erase_versions,
+                    probe=[item.object_key for item in part if item.probe],
+                )
+                if any(result.throttled for result in outcome.values()):
+                    paced.throttled()
+                for key, record_id in keyed.items():
+                    results[record_id] = outcome[key]
         return results

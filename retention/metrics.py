@@ -70,6 +70,12 @@ RETRIED = Counter(
     ["data_class"],
     registry=REGISTRY,
 )
+GATE_THROTTLED = Counter(
+    "retention_rate_gate_throttled",
+    "Times a shared rate gate slowed down because the store throttled (429, 503 SlowDown).",
+    ["gate"],
+    registry=REGISTRY,
+)
 
 # The engine's count names (run counters) → counter and fixed labels.
 _COUNTERS: dict[str, tuple[Counter, dict[str, str]]] = {

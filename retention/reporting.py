@@ -37,7 +37,8 @@ def run_as_json(run: RunModel) -> dict[str, Any]:
 def progress_line(run: RunModel) -> str:
     return (
         f"run {run.pk}: claimed {run.claimed}/{run.eligible}, deleted {run.deleted}, "
-        f"already absent {run.already_absent}, failed {run.failed}, retrying {run.retried}"
+        f"already absent {run.already_absent}, deferred {run.deferred}, failed {run.failed}, "
+        f"retrying {run.retried}"
     )
 
 

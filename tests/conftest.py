@@ -3,8 +3,9 @@
 PostgreSQL-only tests (marker ``postgres``) prove claims and concurrency;
 SQLite ignores SKIP LOCKED, so there they are not run, and the run says so
 loudly. Browser tests (marker ``browser``) are treated the same way when
-Chromium or Playwright is missing. Under CI both must run: a CI run without
-PostgreSQL or Chromium fails.
+Chromium or Playwright is missing, and Redis broker tests (marker ``redis``)
+when REDIS_URL is unset. Under CI all must run: a CI run without PostgreSQL,
+Chromium or REDIS_URL fails.
 """
 
 from __future__ import annotations
@@ -37,6 +38,10 @@ def _browser_missing() -> str | None:
     return browser_missing()
 
 
+def _redis_missing() -> str | None:
+    return None if os.environ.get("REDIS_URL") else "REDIS_URL is not set"
+
+
 _GATED: dict[str, dict[str, Any]] = {
     "postgres": {
         "missing": _postgres_missing,
@@ -53,6 +58,14 @@ _GATED: dict[str, dict[str, Any]] = {
         "title": "Browser tests NOT RUN",
         "summary": "{n} tests drive a real browser and did not run: {reason}. "
         "Install Debian's chromium (CI does).",
+    },
+    "redis": {
+        "missing": _redis_missing,
+        "ci": "CI=true but REDIS_URL is not set: {n} Redis broker tests would not run. "
+        "Start redis-server and set REDIS_URL.",
+        "title": "Redis tests NOT RUN",
+        "summary": "{n} tests need a Redis server and did not run: {reason}. "
+        "Run with REDIS_URL=redis://127.0.0.1:6379/0 (CI does).",
     },
 }
 

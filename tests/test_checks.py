@@ -7,13 +7,17 @@ from datetime import timedelta
 import pytest
 from django.core.management import call_command
 from django.core.management.base import SystemCheckError
+from django_q.conf import Conf
 
 from retention.checks import (
     check_digest_key,
+    check_foreground_guard,
     check_metrics_allowed_ips,
     check_numbers,
+    check_rate_gate_feedback,
     check_s3_storages,
     check_storage_aliases,
+    check_storage_rate_limits,
 )
 
 ADAPTER = "retention.storage.django.DjangoStorageAdapter"
@@ -217,6 +221,176 @@ def test_check_e009__addresses_and_networks_pass(settings, value):
     settings.RETENTION_METRICS_ALLOWED_IPS = value
 
     assert check_metrics_allowed_ips() == []
+
+
+# --------------------------------------------------------------------------
+# E010: RETENTION_FOREGROUND_GUARD is not the path of a callable
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "no_such_module.signal",
+        "retention.guard.no_such_signal",
+        "retention.guard.DEFAULT_SIGNAL",
+        "not-a-dotted-path",
+        42,
+    ],
+    ids=["missing-module", "missing-attribute", "not-callable", "no-dots", "not-a-string"],
+)
+def test_check_e010__unusable_foreground_guard(settings, path):
+    settings.RETENTION_FOREGROUND_GUARD = path
+
+    errors = check_foreground_guard()
+
+    assert ids(errors) == ["retention.E010"]
+    assert "fails closed" in errors[0].msg
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["retention.guard.oldest_queued_task_age", "tests.test_guard.quiet_foreground", None, ""],
+)
+def test_check_e010__callable_or_empty_foreground_guard_passes(settings, path):
+    settings.RETENTION_FOREGROUND_GUARD = path
+
+    assert check_foreground_guard() == []
+
+
+# --------------------------------------------------------------------------
+# E011: RETENTION_FOREGROUND_BUDGET_SECONDS is not a positive number
+
+
+@pytest.mark.parametrize("value", [0, -5, "thirty", None, float("nan")])
+def test_check_e011__bad_foreground_budget(settings, value):
+    settings.RETENTION_FOREGROUND_BUDGET_SECONDS = value
+
+    assert ids(check_foreground_guard()) == ["retention.E011"]
+
+
+@pytest.mark.parametrize("value", [30, 0.5, "12"])
+def test_check_e011__positive_foreground_budget_passes(settings, value):
+    settings.RETENTION_FOREGROUND_BUDGET_SECONDS = value
+
+    assert check_foreground_guard() == []
+
+
+# --------------------------------------------------------------------------
+# W002: the foreground queue is on a broker the guard cannot read
+
+
+def on_sqs(monkeypatch) -> None:
+    for name in ("BROKER_CLASS", "IRON_MQ", "ORM", "MONGO"):
+        monkeypatch.setattr(Conf, name, None)
+    monkeypatch.setattr(Conf, "SQS", {"aws_region": "eu-west-1"})
+
+
+def test_check_w002__foreground_queue_on_an_unsupported_broker(settings, monkeypatch):
+    on_sqs(monkeypatch)
+    settings.RETENTION_FOREGROUND_QUEUE = "shipments"
+
+    warnings = check_foreground_guard()
+
+    assert ids(warnings) == ["retention.W002"]
+    assert "'shipments'" in warnings[0].msg and "SQS" in warnings[0].msg
+
+
+def test_check_w002__foreground_queue_on_the_orm_broker_passes(settings, monkeypatch):
+    monkeypatch.setattr(Conf, "BROKER_CLASS", None)
+    monkeypatch.setattr(Conf, "ORM", "default")
+    settings.RETENTION_FOREGROUND_QUEUE = "shipments"
+
+    assert check_foreground_guard() == []
+
+
+def test_check_w002__no_warning_without_a_queue_or_with_a_signal_of_ones_own(settings, monkeypatch):
+    on_sqs(monkeypatch)
+    settings.RETENTION_FOREGROUND_QUEUE = None
+    assert check_foreground_guard() == []
+
+    settings.RETENTION_FOREGROUND_QUEUE = "shipments"
+    settings.RETENTION_FOREGROUND_GUARD = "tests.test_guard.quiet_foreground"
+
+    assert check_foreground_guard() == []
+
+
+# --------------------------------------------------------------------------
+# E012: RETENTION_STORAGE_RATE_LIMITS is malformed or names an unknown alias
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"default": 0},
+        {"default": -5},
+        {"default": "fast"},
+        {"default": True},
+        {"default": float("inf")},
+        {"default": float("nan")},
+        [("default", 100)],
+        "default=100",
+    ],
+    ids=["zero", "negative", "word", "boolean", "infinite", "nan", "list", "string"],
+)
+def test_check_e012__malformed_storage_rate_limits(settings, value):
+    settings.RETENTION_STORAGE_RATE_LIMITS = value
+
+    errors = check_storage_rate_limits()
+
+    assert ids(errors) == ["retention.E012"]
+    assert "cannot be read" in errors[0].msg
+
+
+def test_check_e012__rate_limit_for_an_unknown_storage_alias(settings):
+    settings.RETENTION_STORAGE_RATE_LIMITS = {"archive": 100}
+
+    errors = check_storage_rate_limits()
+
+    assert ids(errors) == ["retention.E012"]
+    assert "archive" in errors[0].msg
+    assert "default" in errors[0].hint
+
+
+@pytest.mark.parametrize(
+    "value", [{}, None, {"default": 250}, {"default": "12.5"}, {"default": None}]
+)
+def test_check_e012__storage_rate_limits_pass(settings, value):
+    settings.RETENTION_STORAGE_RATE_LIMITS = value
+
+    assert check_storage_rate_limits() == []
+
+
+# --------------------------------------------------------------------------
+# E013: the rate gate's throttling feedback is out of range
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("RETENTION_GATE_MIN_FACTOR", 0),
+        ("RETENTION_GATE_MIN_FACTOR", 1.5),
+        ("RETENTION_GATE_MIN_FACTOR", "a little"),
+        ("RETENTION_GATE_MIN_FACTOR", float("nan")),
+        ("RETENTION_GATE_RECOVERY_SECONDS", 0),
+        ("RETENTION_GATE_RECOVERY_SECONDS", -60),
+        ("RETENTION_GATE_RECOVERY_SECONDS", "a minute"),
+        ("RETENTION_GATE_RECOVERY_SECONDS", float("inf")),
+    ],
+)
+def test_check_e013__bad_rate_gate_feedback(settings, name, value):
+    setattr(settings, name, value)
+
+    errors = check_rate_gate_feedback()
+
+    assert ids(errors) == ["retention.E013"]
+    assert name in errors[0].msg
+
+
+def test_check_e013__rate_gate_feedback_in_range_passes(settings):
+    settings.RETENTION_GATE_MIN_FACTOR = 1
+    settings.RETENTION_GATE_RECOVERY_SECONDS = 0.5
+
+    assert check_rate_gate_feedback() == []
 
 
 # --------------------------------------------------------------------------

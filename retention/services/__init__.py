@@ -6,6 +6,13 @@ from retention.services.control import (
     kill_switch_pause,
     kill_switch_resume,
 )
+from retention.services.dispatch import (
+    batch_dispose,
+    run_dispatch,
+    run_enqueue,
+    run_schedule_fire,
+    runs_resume_stalled,
+)
 from retention.services.policies import (
     policy_version_approve,
     policy_version_in_force,
@@ -23,6 +30,7 @@ from retention.services.records import (
 from retention.services.runs import claim_dispose, records_claim, run_execute, run_start
 
 __all__ = [
+    "batch_dispose",
     "claim_dispose",
     "enforcement_disable",
     "enforcement_enable",
@@ -39,6 +47,10 @@ __all__ = [
     "record_renew",
     "record_track",
     "records_claim",
+    "run_dispatch",
+    "run_enqueue",
     "run_execute",
+    "run_schedule_fire",
     "run_start",
+    "runs_resume_stalled",
 ]

@@ -40,6 +40,7 @@ from retention.models import (
     RecordState,
     RetentionRecord,
     Run,
+    RunExecutor,
     RunLease,
     RunMode,
     RunStatus,
@@ -125,11 +126,16 @@ def run_start(
     tenant_id: str | None = None,
     limit: int | None = None,
     record_ids: Sequence[int] | None = None,
+    executor: str = RunExecutor.INLINE,
+    schedule_slot: datetime | None = None,
+    deadline_at: datetime | None = None,
     now: datetime,
 ) -> Run:
     """Write the run and take its leases; raise RunRefused when it cannot run.
 
     A refused run stays in the ledger with status ``refused`` and its reason.
+    A ``schedule_slot`` is unique: a second run for the same slot raises
+    IntegrityError (the scheduled task joins the first instead).
     """
     if mode not in RunMode.values:
         raise RunRefused(f"Unknown mode {mode!r}.", reason="bad_arguments")
@@ -167,16 +173,20 @@ def run_start(
     report: dict = {"rules": {r.data_class: _rules_json(r) for r in rules}}
     if record_ids:
         report["record_ids"] = list(record_ids)
-    run = Run.objects.create(
-        trigger=trigger,
-        mode=mode,
-        data_classes=[p.data_class for p in chosen],
-        tenant_id=tenant_id or None,
-        limit=limit,
-        started_at=now,
-        cutoff=now - margin,
-        report=report,
-    )
+    with transaction.atomic():
+        run = Run.objects.create(
+            trigger=trigger,
+            mode=mode,
+            data_classes=[p.data_class for p in chosen],
+            tenant_id=tenant_id or None,
+            limit=limit,
+            started_at=now,
+            cutoff=now - margin,
+            report=report,
+            executor=executor,
+            schedule_slot=schedule_slot,
+            deadline_at=deadline_at,
+        )
     if refusal is not None:
         _refuse(run, refusal[0], refusal[1], now)
     if mode == RunMode.ENFORCE and run.data_classes:
@@ -314,7 +324,7 @@ class Claim:
         return len(self.items)
 
 
-_CLAIM_FIELDS = (
+CLAIM_FIELDS = (
     "id",
     "row_version",
     "tenant_id",
@@ -331,6 +341,30 @@ _CLAIM_FIELDS = (
     "policy_version__disposition",
     "policy_version__erase_all_versions",
 )
+
+
+def claimed_item(row: dict, *, row_version: int | None = None) -> ClaimedItem:
+    """A claimed row (``values(*CLAIM_FIELDS)``) as the disposal steps need it.
+
+    ``row_version``: the version the claim saw, when the row was read later.
+    """
+    return ClaimedItem(
+        record_id=row["id"],
+        row_version=row["row_version"] if row_version is None else row_version,
+        tenant_id=row["tenant_id"],
+        data_class=row["data_class"],
+        storage=row["storage"],
+        object_key=row["object_key"],
+        key_digest=row["key_digest"],
+        expires_at=row["expires_at"],
+        attempt=row["attempts"],
+        probe=row["disposal_started_at"] is not None,
+        policy_version_id=row["policy_version_id"],
+        policy_key=row["policy_version__policy__data_class"],
+        policy_version_number=row["policy_version__number"],
+        disposition=row["policy_version__disposition"],
+        erase_all_versions=row["policy_version__erase_all_versions"],
+    )
 
 
 def records_claim(
@@ -373,33 +407,14 @@ def records_claim(
             rows = list(
                 RetentionRecord.objects.filter(pk__in=ids, lease_owner=token)
                 .order_by("expires_at", "id")
-                .values(*_CLAIM_FIELDS)
+                .values(*CLAIM_FIELDS)
             )
         else:
             rows = []
         if rows:
             Run.objects.filter(pk=run.pk).update(claimed=F("claimed") + len(rows))
             metrics.count_on_commit(data_class, {"claimed": len(rows)})
-    items = tuple(
-        ClaimedItem(
-            record_id=row["id"],
-            row_version=row["row_version"],
-            tenant_id=row["tenant_id"],
-            data_class=row["data_class"],
-            storage=row["storage"],
-            object_key=row["object_key"],
-            key_digest=row["key_digest"],
-            expires_at=row["expires_at"],
-            attempt=row["attempts"],
-            probe=row["disposal_started_at"] is not None,
-            policy_version_id=row["policy_version_id"],
-            policy_key=row["policy_version__policy__data_class"],
-            policy_version_number=row["policy_version__number"],
-            disposition=row["policy_version__disposition"],
-            erase_all_versions=row["policy_version__erase_all_versions"],
-        )
-        for row in rows
-    )
+    items = tuple(claimed_item(row) for row in rows)
     return Claim(
         run_id=run.pk, token=token, cutoff=cutoff, items=items, lease_seconds=lease_seconds
     )
@@ -717,7 +732,7 @@ def claim_dispose(
     if not proceed:
         return total
     disposer = disposer or ObjectDisposer()
-    gate = gate or gate_for(None)
+    gate = gate or gate_for(data_class=proceed[0].data_class)
     results: dict[int, KeyResult] = {}
     for erase in (False, True):
         group = [item for item in proceed if item.erase_all_versions is erase]
@@ -748,7 +763,7 @@ def claim_dispose(
 ProgressFn = Callable[[Run], None]
 
 
-def _measure(run: Run) -> None:
+def run_measure(run: Run) -> None:
     """Count eligible and held work once, at the fixed cutoff."""
     expired = _expired_pending(run)
     eligible = expired.not_held().aggregate(n=Count("id"), oldest=Min("expires_at"))
@@ -823,7 +838,7 @@ def _report(run: Run) -> dict:
     }
 
 
-def _record_held_skips(run: Run, now: datetime) -> None:
+def held_skips_record(run: Run, now: datetime) -> None:
     """One skipped_held event per held expired row and row version."""
     rows = (
         _expired_pending(run)
@@ -878,7 +893,7 @@ def _record_held_skips(run: Run, now: datetime) -> None:
         events_append(batch, run_id=run.pk, now=now)
 
 
-def _finish(run: Run, status: str, reason: str, now: datetime) -> Run:
+def run_finish(run: Run, status: str, reason: str, now: datetime) -> Run:
     with transaction.atomic():
         Run.objects.filter(pk=run.pk).update(
             status=status, status_reason=reason, finished_at=now, lease_expires_at=None
@@ -909,10 +924,10 @@ def run_abort(*, run: Run, reason: str, now: datetime) -> Run:
     Its leases are released at once instead of blocking the data class until
     they expire. Rows it may have claimed keep their own leases.
     """
-    return _finish(run, RunStatus.ERROR, reason[:2000], now)
+    return run_finish(run, RunStatus.ERROR, reason[:2000], now)
 
 
-def _next_retry_due(run: Run) -> datetime | None:
+def retry_next_due(run: Run) -> datetime | None:
     return (
         _scope(run)
         .filter(_expired_q(run), state=RecordState.FAILED, retryable=True)
@@ -952,7 +967,7 @@ def run_execute(
             extra={"run_id": str(run.pk), "tenant_id": run.tenant_id},
         )
         try:
-            _finish(run, RunStatus.ERROR, f"{type(exc).__name__}: {exc}"[:2000], clock())
+            run_finish(run, RunStatus.ERROR, f"{type(exc).__name__}: {exc}"[:2000], clock())
         except Exception:
             logger.exception(
                 "could not record the failure of run %s", run.pk, extra={"run_id": str(run.pk)}
@@ -970,31 +985,33 @@ def _execute(
     sleep: Callable[[float], None],
 ) -> Run:
     started = time.monotonic()
-    _measure(run)
+    run_measure(run)
     if run.mode == RunMode.DRY_RUN:
         report = dict(run.report)
         report.update(_report(run))
         Run.objects.filter(pk=run.pk).update(report=report)
-        return _finish(run, RunStatus.FINISHED, "", clock())
+        return run_finish(run, RunStatus.FINISHED, "", clock())
 
-    _record_held_skips(run, clock())
+    held_skips_record(run, clock())
     rules = {
         name: ClassRules(name, **_rules_args(run.report["rules"][name]))
         for name in run.data_classes
     }
-    gates = {name: gate_for(r.rate_limit) for name, r in rules.items()}
+    gates = {name: gate_for(data_class=name, rate_limit=r.rate_limit) for name, r in rules.items()}
     disposer = disposer or ObjectDisposer()
     remaining = run.limit
     active = list(run.data_classes)
     while True:
         if kill_switch_is_paused():
-            return _finish(run, RunStatus.PAUSED, "kill switch engaged", clock())
+            return run_finish(run, RunStatus.PAUSED, "kill switch engaged", clock())
         if max_seconds is not None and time.monotonic() - started >= max_seconds:
-            return _finish(
+            return run_finish(
                 run, RunStatus.STOPPED, f"time budget of {max_seconds:g}s reached", clock()
             )
         if remaining is not None and remaining <= 0:
-            return _finish(run, RunStatus.STOPPED, f"limit of {run.limit} records reached", clock())
+            return run_finish(
+                run, RunStatus.STOPPED, f"limit of {run.limit} records reached", clock()
+            )
         claimed_any = False
         for name in list(active):
             size = rules[name].batch_size
@@ -1030,7 +1047,7 @@ def _execute(
                 break
         if claimed_any:
             continue
-        due = _next_retry_due(run)
+        due = retry_next_due(run)
         if due is None:
             break
         wait = (due - clock()).total_seconds()
@@ -1040,7 +1057,7 @@ def _execute(
         if wait > min(settings.RETRY_WAIT_IN_RUN_SECONDS, budget_left):
             break
         sleep(max(wait, 0.0) + 0.01)
-    return _finish(run, RunStatus.FINISHED, "", clock())
+    return run_finish(run, RunStatus.FINISHED, "", clock())
 
 
 def _rules_args(data: dict) -> dict:

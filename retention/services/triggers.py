@@ -1,9 +1,11 @@
 """Runs triggered from outside, through the signed control-plane endpoint.
 
 The run is written to the ledger (and its leases taken) before the caller is
-answered; the sweep itself goes to a django-q2 worker, so it never occupies a
-web worker nor dies with the HTTP request. With the ORM broker the task is a
-row in the same database, committed with the run.
+answered; the sweep itself is a queued run (retention.services.dispatch): a
+dispatcher task publishes its batches to django-q2 workers, so it never
+occupies a web worker nor dies with the HTTP request, and it is paced, guarded
+and paused like any queued run. With the ORM broker the task is a row in the
+same database, committed with the run.
 """
 
 from __future__ import annotations
@@ -20,12 +22,13 @@ from django_q.tasks import async_task  # type: ignore[import-untyped]
 
 from retention.conf import settings
 from retention.exceptions import RetentionError
-from retention.models import Run, RunStatus, RunTrigger, SeenRequestSignature
-from retention.services.runs import run_abort, run_execute, run_start
+from retention.models import Run, RunExecutor, RunTrigger, SeenRequestSignature
+from retention.services.dispatch import DISPATCH_TASK, run_dispatch
+from retention.services.runs import run_abort, run_start
 
 logger = logging.getLogger("retention.api")
 
-QUEUED_TASK = "retention.services.triggers.run_execute_queued"
+QUEUED_TASK = DISPATCH_TASK
 
 
 class SignatureReplayed(RetentionError):
@@ -72,21 +75,22 @@ def run_trigger(
         data_classes=data_classes,
         tenant_id=tenant_id,
         limit=limit,
+        executor=RunExecutor.QUEUE,
+        deadline_at=now + timedelta(seconds=max_seconds) if max_seconds else None,
         now=now,
     )
     logger.info("run %s started through the API: key_id=%s mode=%s", run.pk, key_id, mode)
     # A worker that picked the task up before the commit would not see the run.
-    transaction.on_commit(lambda: _publish(run, max_seconds))
+    transaction.on_commit(lambda: _publish(run))
     return run
 
 
-def _publish(run: Run, max_seconds: float | None) -> None:
+def _publish(run: Run) -> None:
     try:
         async_task(
             QUEUED_TASK,
-            str(run.pk),
-            max_seconds,
-            task_name=f"retention-run-{run.pk}",
+            {"run_id": str(run.pk)},
+            task_name=f"retention-dispatch-{run.pk}",
             group="retention",
         )
     except Exception as exc:
@@ -97,18 +101,9 @@ def _publish(run: Run, max_seconds: float | None) -> None:
 
 
 def run_execute_queued(run_id: str, max_seconds: float | None = None) -> str:
-    """The django-q2 task: sweep a run started by run_trigger.
+    """The task name queued by earlier versions: hand the run to a dispatcher.
 
-    A late second delivery finds the run finished and does nothing.
+    Kept so that tasks already in a broker during an upgrade still run.
     """
-    run = Run.objects.get(pk=uuid.UUID(run_id))
-    if run.status != RunStatus.RUNNING:
-        return run.status
-    budget = max_seconds
-    if Conf.TIMEOUT:
-        # A sweep killed by the worker's timeout would keep its lease until it
-        # expires; ending a little earlier as "stopped" leaves a clean ledger
-        # and the next trigger carries on.
-        ceiling = Conf.TIMEOUT * 0.9
-        budget = ceiling if budget is None else min(budget, ceiling)
-    return run_execute(run=run, max_seconds=budget).status
+    budget = Conf.TIMEOUT * 0.8 if Conf.TIMEOUT else None
+    return run_dispatch(run_id=uuid.UUID(run_id), budget_seconds=budget)

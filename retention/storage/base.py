@@ -28,6 +28,8 @@ class KeyResult:
     key: str
     outcome: Outcome
     reason: str = ""
+    # The store asked to slow down (429, 503 SlowDown): the rate gate backs off.
+    throttled: bool = False
 
 
 class StorageUnavailable(Exception):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeAlias
 
 import boto3
 from botocore.config import Config
@@ -61,6 +61,21 @@ TRANSIENT_CODES = frozenset(
     }
 )
 TRANSIENT_STATUSES = frozenset({429, 500, 502, 503, 504})
+# The store says "too fast": besides retrying, the shared rate gate slows down.
+THROTTLE_CODES = frozenset(
+    {
+        "SlowDown",
+        "ServiceUnavailable",
+        "Throttling",
+        "ThrottlingException",
+        "RequestThrottled",
+        "TooManyRequests",
+        "RequestLimitExceeded",
+        "429",
+        "503",
+    }
+)
+THROTTLE_STATUSES = frozenset({429, 503})
 # Whole-request errors that say the store itself is misconfigured: every key
 # would fail the same way, so the run should stop instead of failing rows.
 UNAVAILABLE_CODES = frozenset(
@@ -232,13 +247,14 @@ class S3Adapter:
         else:
             targets = self._probed_targets(candidates, set(probe), results)
 
-        outcomes: dict[str, list[tuple[Outcome, str]]] = {}
+        outcomes: dict[str, list[_Failure]] = {}
         for chunk in _chunks(targets, self.chunk_size):
-            for target, outcome, reason in self._delete_chunk(chunk):
-                outcomes.setdefault(target.key, []).append((outcome, reason))
+            for target, answer in self._delete_chunk(chunk):
+                outcomes.setdefault(target.key, []).append(answer)
         for key, per_entry in outcomes.items():
-            outcome, reason = max(per_entry, key=lambda item: _RANK[item[0]])
-            results[key] = KeyResult(key, outcome, reason)
+            outcome, reason, _ = max(per_entry, key=lambda item: _RANK[item[0]])
+            throttled = any(entry.throttled for entry in per_entry)
+            results[key] = KeyResult(key, outcome, reason, throttled)
         return {key: results[key] for key in unique}
 
     def _s3_key(self, key: str) -> str:
@@ -266,12 +282,10 @@ class S3Adapter:
                     # Without s3:ListBucket a missing object answers 403;
                     # deleting is harmless either way, so do not give up here.
                     if status != 403:
-                        outcome, reason = self._request_failure(exc)
-                        results[key] = KeyResult(key, outcome, reason)
+                        results[key] = KeyResult(key, *self._request_failure(exc))
                         continue
                 except REQUEST_ERRORS as exc:
-                    outcome, reason = self._request_failure(exc)
-                    results[key] = KeyResult(key, outcome, reason)
+                    results[key] = KeyResult(key, *self._request_failure(exc))
                     continue
             targets.append(_Target(key, s3_key))
         if saw_not_found:
@@ -298,8 +312,7 @@ class S3Adapter:
                     if entry["Key"] == s3_key
                 ]
             except REQUEST_ERRORS as exc:
-                outcome, reason = self._request_failure(exc)
-                results[key] = KeyResult(key, outcome, reason)
+                results[key] = KeyResult(key, *self._request_failure(exc))
                 continue
             if not version_ids:
                 results[key] = KeyResult(key, Outcome.ABSENT)
@@ -307,7 +320,7 @@ class S3Adapter:
             targets.extend(_Target(key, s3_key, version_id) for version_id in version_ids)
         return targets
 
-    def _delete_chunk(self, chunk: Sequence[_Target]) -> Iterator[tuple[_Target, Outcome, str]]:
+    def _delete_chunk(self, chunk: Sequence[_Target]) -> Iterator[tuple[_Target, _Failure]]:
         objects: list[dict[str, str]] = []
         for target in chunk:
             entry = {"Key": target.s3_key}
@@ -319,9 +332,9 @@ class S3Adapter:
                 Bucket=self.bucket, Delete={"Objects": objects, "Quiet": False}
             )
         except REQUEST_ERRORS as exc:
-            outcome, reason = self._request_failure(exc)
+            failure = self._request_failure(exc)
             for target in chunk:
-                yield target, outcome, reason
+                yield target, failure
             return
 
         pending: dict[str, dict[str | None, _Target]] = {}
@@ -345,34 +358,50 @@ class S3Adapter:
         for answer in response.get("Deleted", ()):
             deleted = claim(answer)
             if deleted is not None:
-                yield deleted, Outcome.DELETED, ""
+                yield deleted, _DELETED
         for answer in response.get("Errors", ()):
             failed = claim(answer)
             if failed is None:
                 continue
             code = answer.get("Code", "")
             message = _scrub(answer.get("Message", ""), failed.key, failed.s3_key)
-            yield failed, _key_error_outcome(code), f"{code}: {message}"
+            yield (
+                failed,
+                _Failure(_key_error_outcome(code), f"{code}: {message}", code in THROTTLE_CODES),
+            )
         for versions in pending.values():
             for unanswered in versions.values():
-                yield unanswered, Outcome.TRANSIENT, "storage returned no result for this key"
+                yield unanswered, _NO_ANSWER
 
-    def _request_failure(self, exc: Exception) -> tuple[Outcome, str]:
+    def _request_failure(self, exc: Exception) -> _Failure:
         """Classify an error that failed a whole request."""
         if isinstance(exc, ClientError):
             code, status, message = _error_parts(exc)
             if code in UNAVAILABLE_CODES:
                 raise StorageUnavailable(self._describe(f"{code}: {message}")) from exc
-            if code in TRANSIENT_CODES or status in TRANSIENT_STATUSES:
-                return Outcome.TRANSIENT, f"{code}: {message}"
-            return Outcome.PERMANENT, f"{code}: {message}"
+            throttled = code in THROTTLE_CODES or status in THROTTLE_STATUSES
+            if throttled or code in TRANSIENT_CODES or status in TRANSIENT_STATUSES:
+                return _Failure(Outcome.TRANSIENT, f"{code}: {message}", throttled)
+            return _Failure(Outcome.PERMANENT, f"{code}: {message}")
         if isinstance(exc, (NoCredentialsError, PartialCredentialsError)):
             raise StorageUnavailable(self._describe(str(exc))) from exc
         # The text of these errors contains the request URL, which for a HEAD
         # or a listing contains the key, so only the type is reported.
         if isinstance(exc, NETWORK_ERRORS):
-            return Outcome.TRANSIENT, f"{type(exc).__name__}: no answer from the endpoint"
-        return Outcome.PERMANENT, type(exc).__name__
+            return _Failure(Outcome.TRANSIENT, f"{type(exc).__name__}: no answer from the endpoint")
+        return _Failure(Outcome.PERMANENT, type(exc).__name__)
+
+
+class _Failure(NamedTuple):
+    """What one request (or one entry of its answer) says about a key."""
+
+    outcome: Outcome
+    reason: str
+    throttled: bool = False
+
+
+_DELETED = _Failure(Outcome.DELETED, "")
+_NO_ANSWER = _Failure(Outcome.TRANSIENT, "storage returned no result for this key")
 
 
 def _error_parts(exc: ClientError) -> tuple[str, int | None, str]:

@@ -15,7 +15,15 @@ from django_q.models import OrmQ
 from freezegun import freeze_time
 
 from retention import api, services
-from retention.models import RecordState, Run, RunMode, RunStatus, RunTrigger, SeenRequestSignature
+from retention.models import (
+    RecordState,
+    Run,
+    RunExecutor,
+    RunMode,
+    RunStatus,
+    RunTrigger,
+    SeenRequestSignature,
+)
 from retention.rest import signing
 from retention.services.triggers import QUEUED_TASK
 from tests.api.conftest import HMAC_KEYS
@@ -100,7 +108,8 @@ def test_runs__accepted_202_with_the_run_recorded_and_its_sweep_queued(
     assert (run.trigger, run.status) == (RunTrigger.API, RunStatus.RUNNING)
     queued = OrmQ.objects.get()
     assert queued.func() == QUEUED_TASK
-    assert queued.task["args"][0] == str(run.pk)
+    assert queued.task["args"][0] == {"run_id": str(run.pk)}
+    assert run.executor == RunExecutor.QUEUE
 
 
 @pytest.mark.django_db(transaction=True)

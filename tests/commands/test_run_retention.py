@@ -291,19 +291,6 @@ def test_run_retention__second_trigger_while_the_lease_is_held_is_refused(make_p
     assert first.status == RunStatus.RUNNING
 
 
-def test_run_retention__enqueue_is_refused_as_not_available_yet(make_policy, now):
-    make_policy("idv.photo", timedelta(days=30))
-    old = put_tracked(now=now - timedelta(days=31))
-
-    error = refused("--enqueue", at=now)
-
-    assert_one_line_reason(error)
-    assert "not available yet" in str(error)
-    assert not Run.objects.exists()
-    old.refresh_from_db()
-    assert old.state == RecordState.ACTIVE and exists(old)
-
-
 @pytest.mark.parametrize("args", [("--limit", "0"), ("--max-seconds", "0")])
 def test_run_retention__non_positive_bounds_are_refused(make_policy, now, args):
     make_policy("idv.photo", timedelta(days=30))

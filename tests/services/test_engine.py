@@ -20,7 +20,7 @@ from retention.models import (
     Run,
     RunMode,
 )
-from retention.pacing import RateGate
+from retention.pacing import RateGate, UnlimitedGate
 from retention.storage import KeyResult, Outcome, get_adapter
 from tests.helpers import add_s3_storage, dry_run, enforce, exists, put_tracked
 
@@ -571,7 +571,7 @@ def test_rate_limit__inline_run_waits_for_the_gate(make_policy, now):
         put_tracked(now=now - timedelta(days=31))
     acquired: list[int] = []
 
-    class CountingGate:
+    class CountingGate(UnlimitedGate):
         def acquire(self, n: int) -> None:
             acquired.append(n)
 

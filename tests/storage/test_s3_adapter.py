@@ -378,7 +378,7 @@ def test_delete_many__one_held_version_makes_the_key_permanent(
     assert versions_of(s3_client, bucket, "doc.pdf") == [held["VersionId"]]
 
 
-def test_delete_many__throttled_request_is_transient(
+def test_delete_many__throttled_request_is_transient_and_marked_throttled(
     s3_client_factory: S3ClientFactory, s3_bucket: str
 ) -> None:
     client = s3_client_factory(retries={"mode": "standard", "total_max_attempts": 1})
@@ -395,11 +395,67 @@ def test_delete_many__throttled_request_is_transient(
     results = adapter.delete_many(["a.jpg", "b.jpg"])
 
     assert results == {
-        key: KeyResult(key, Outcome.TRANSIENT, "SlowDown: Please reduce your request rate.")
+        key: KeyResult(
+            key, Outcome.TRANSIENT, "SlowDown: Please reduce your request rate.", throttled=True
+        )
         for key in ["a.jpg", "b.jpg"]
     }
     assert len(sent) == 1
     assert exists(client, s3_bucket, "a.jpg")
+
+
+def test_delete_many__429_without_a_known_code_is_throttled(
+    s3_client_factory: S3ClientFactory, s3_bucket: str
+) -> None:
+    client = s3_client_factory(retries={"mode": "standard", "total_max_attempts": 1})
+    answer_delete_objects_with(
+        client,
+        429,
+        "<?xml version='1.0' encoding='UTF-8'?>"
+        "<Error><Code>EnhanceYourCalm</Code><Message>Too many.</Message></Error>",
+    )
+    adapter = S3Adapter("uploads", client, s3_bucket)
+
+    results = adapter.delete_many(["a.jpg"])
+
+    assert results["a.jpg"].outcome is Outcome.TRANSIENT
+    assert results["a.jpg"].throttled
+
+
+def test_delete_many__server_error_is_transient_but_not_throttling(
+    s3_client_factory: S3ClientFactory, s3_bucket: str
+) -> None:
+    client = s3_client_factory(retries={"mode": "standard", "total_max_attempts": 1})
+    answer_delete_objects_with(
+        client,
+        500,
+        "<?xml version='1.0' encoding='UTF-8'?>"
+        "<Error><Code>InternalError</Code><Message>Oops.</Message></Error>",
+    )
+    adapter = S3Adapter("uploads", client, s3_bucket)
+
+    results = adapter.delete_many(["a.jpg"])
+
+    assert results["a.jpg"].outcome is Outcome.TRANSIENT
+    assert not results["a.jpg"].throttled
+
+
+def test_delete_many__throttled_head_probe_is_marked_throttled(
+    s3_client_factory: S3ClientFactory, s3_bucket: str
+) -> None:
+    client = s3_client_factory(retries={"mode": "standard", "total_max_attempts": 1})
+
+    def slow_down(request: Any, **kwargs: Any) -> AWSResponse:
+        headers = {"x-amz-request-id": "test"}
+        return AWSResponse(request.url, 503, headers, _RawBody(b""))
+
+    client.meta.events.register("before-send.s3.HeadObject", slow_down)
+    adapter = S3Adapter("uploads", client, s3_bucket)
+
+    results = adapter.delete_many(["a.jpg"], probe=["a.jpg"])
+
+    assert results["a.jpg"].outcome is Outcome.TRANSIENT
+    assert results["a.jpg"].throttled
 
 
 def test_delete_many__access_denied_request_is_permanent(
@@ -456,6 +512,8 @@ def test_delete_many__per_key_error_codes_map_to_outcomes(
     failed = results["tenant/jane.doe/scan.jpg"]
     assert failed.outcome is outcome
     assert failed.reason == f"{code}: Failed on <key>"
+    assert failed.throttled is (code in {"SlowDown", "ServiceUnavailable"})
+    assert not results["ok.jpg"].throttled
 
 
 def test_delete_many__key_missing_from_the_answer_is_transient(

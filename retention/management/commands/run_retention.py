@@ -1,4 +1,4 @@
-"""Run a retention sweep inline (SPEC §3.1)."""
+"""Run a retention sweep inline, or hand it to django-q2 workers (SPEC §3.1)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
 from retention.exceptions import RunRefused
-from retention.models import Run, RunMode, RunTrigger
+from retention.models import Run, RunMode, RunStatus, RunTrigger
 from retention.reporting import progress_line, rfc3339, run_as_json, summary_lines
-from retention.services import run_execute, run_start
+from retention.services import run_enqueue, run_execute, run_start
 
 
 class Command(BaseCommand):
@@ -35,7 +35,14 @@ class Command(BaseCommand):
             "--max-seconds", type=float, help="Stop claiming after S seconds; in-flight work ends."
         )
         parser.add_argument(
-            "--enqueue", action="store_true", help="Publish batches to django-q2 workers."
+            "--enqueue",
+            action="store_true",
+            help="Accept the run and let django-q2 workers sweep it in batches; prints its id.",
+        )
+        parser.add_argument(
+            "--wait",
+            action="store_true",
+            help="With --enqueue: follow the queued run with a progress line until it ends.",
         )
         parser.add_argument(
             "--json", action="store_true", dest="as_json", help="Print one JSON object."
@@ -50,28 +57,37 @@ class Command(BaseCommand):
         limit: int | None,
         max_seconds: float | None,
         enqueue: bool,
+        wait: bool,
         as_json: bool,
         **options: Any,
     ) -> None:
-        if enqueue:
-            raise CommandError(
-                "--enqueue is not available yet: queued runs on django-q2 workers are not "
-                "built; run inline (without --enqueue)."
-            )
+        if wait and not enqueue:
+            raise CommandError("--wait follows a queued run: use it with --enqueue.")
         if limit is not None and limit < 1:
             raise CommandError("--limit must be at least 1.")
         if max_seconds is not None and max_seconds <= 0:
             raise CommandError("--max-seconds must be positive.")
         mode = RunMode.DRY_RUN if dry_run else RunMode.ENFORCE
         try:
-            run = run_start(
-                mode=mode,
-                trigger=RunTrigger.COMMAND,
-                data_classes=data_classes or None,
-                tenant_id=tenant,
-                limit=limit,
-                now=timezone.now(),
-            )
+            if enqueue:
+                run = run_enqueue(
+                    mode=mode,
+                    trigger=RunTrigger.COMMAND,
+                    data_classes=data_classes or None,
+                    tenant_id=tenant,
+                    limit=limit,
+                    max_seconds=max_seconds,
+                    now=timezone.now(),
+                )
+            else:
+                run = run_start(
+                    mode=mode,
+                    trigger=RunTrigger.COMMAND,
+                    data_classes=data_classes or None,
+                    tenant_id=tenant,
+                    limit=limit,
+                    now=timezone.now(),
+                )
         except RunRefused as exc:
             if as_json and exc.run_id is not None:
                 refused = Run.objects.get(pk=str(exc.run_id))
@@ -88,13 +104,38 @@ class Command(BaseCommand):
 
         if not as_json:
             scope = ", ".join(run.data_classes) or "nothing"
+            verb = "Queued" if enqueue else "Started"
             self.stdout.write(
-                f"Started {'dry run' if dry_run else 'run'} {run.pk} "
+                f"{verb} {'dry run' if dry_run else 'run'} {run.pk} "
                 f"(cutoff {rfc3339(run.cutoff)}) over {scope}."
             )
-        run = run_execute(run=run, max_seconds=max_seconds, progress=progress)
+        if enqueue and not wait:
+            if as_json:
+                self.stdout.write(json.dumps(run_as_json(run)))
+            else:
+                self.stdout.write(
+                    "Accepted: django-q2 workers (`manage.py qcluster`) sweep it in batches. "
+                    f"Follow it with `--wait`, in the admin, or in the ledger (run {run.pk})."
+                )
+            return
+        if enqueue:
+            run = self._follow(run, progress)
+        else:
+            run = run_execute(run=run, max_seconds=max_seconds, progress=progress)
         if as_json:
             self.stdout.write(json.dumps(run_as_json(run)))
         else:
             for line in summary_lines(run):
                 self.stdout.write(line)
+
+    def _follow(self, run: Run, progress: Any) -> Run:
+        """Poll the queued run until it ends; the workers do the work."""
+        try:
+            while run.status == RunStatus.RUNNING:
+                time.sleep(0.5)
+                run.refresh_from_db()
+                progress(run)
+        except KeyboardInterrupt:
+            self.stderr.write(f"Stopped following; run {run.pk} goes on in the workers.")
+            raise
+        return run

@@ -1,0 +1,20 @@
+"""Settings of the ``qcluster`` and commands that tests start as subprocesses.
+
+The project's own settings (so REDIS_URL picks the Redis broker, as in
+production), with leases short enough for a test to watch a crashed run
+converge in seconds rather than minutes.
+"""
+
+from __future__ import annotations
+
+import os
+
+from config.settings import *  # noqa: F403
+from config.settings import Q_CLUSTER
+
+RETENTION_LEASE_SECONDS = float(os.environ.get("RETENTION_LEASE_SECONDS", "300"))
+RETENTION_RUN_LEASE_SECONDS = float(os.environ.get("RETENTION_RUN_LEASE_SECONDS", "300"))
+RETENTION_DISPATCHER_LEASE_SECONDS = float(
+    os.environ.get("RETENTION_DISPATCHER_LEASE_SECONDS", "60")
+)
+Q_CLUSTER["poll"] = 0.2

@@ -1,0 +1,288 @@
+"""Queued runs on a real ``qcluster`` against the S3 server (issue 3).
+
+The cluster and the commands that feed it run as subprocesses with the
+project's settings (tests/qcluster_settings.py: short leases), on the test
+database and the S3 server over HTTP. The ORM broker always; the Redis broker
+as well when REDIS_URL is set (CI sets it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.db import connection
+from django.utils import timezone
+from django_q.models import Schedule
+
+from retention import services
+from retention.models import (
+    DeletionEvent,
+    EventOutcome,
+    RecordState,
+    RetentionRecord,
+    Run,
+    RunStatus,
+    RunTrigger,
+)
+from retention.services.evidence import VerifyResult, chain_verify
+from retention.services.schedule import SWEEP_SCHEDULE, schedules_install
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+pytestmark = [
+    pytest.mark.postgres,
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.timeout(400),
+]
+
+BROKERS = [
+    "orm",
+    pytest.param("redis", marks=pytest.mark.redis),
+]
+
+
+@dataclass
+class Cluster:
+    env: dict[str, str]
+    log_dir: Path
+    process: subprocess.Popen[bytes] | None = None
+    starts: int = 0
+
+    def start(self) -> None:
+        self.starts += 1
+        # Its own session, so that kill -9 can take the whole cluster at once.
+        with (self.log_dir / f"qcluster-{self.starts}.log").open("wb") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "manage.py", "qcluster"],
+                cwd=REPO_ROOT,
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+
+    def kill_9(self) -> None:
+        assert self.process is not None
+        os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait(timeout=10)
+
+    def stop(self) -> None:
+        if self.process is None or self.process.poll() is not None:
+            return
+        # One SIGINT to the main process only (NOTES.md), SIGKILL as fallback.
+        self.process.send_signal(signal.SIGINT)
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(timeout=10)
+
+    def logs(self) -> str:
+        return "\n".join(
+            path.read_text(errors="replace")[-4000:]
+            for path in sorted(self.log_dir.glob("qcluster-*.log"))
+        )
+
+    def manage(self, *args: str) -> str:
+        done = subprocess.run(
+            [sys.executable, "manage.py", *args],
+            cwd=REPO_ROOT,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+
+@pytest.fixture(params=BROKERS)
+def cluster(
+    request: pytest.FixtureRequest,
+    s3_server: Any,
+    s3_bucket: str,
+    tmp_path: Path,
+    settings: Any,
+) -> Iterator[Cluster]:
+    db = connection.settings_dict
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if key not in ("REDIS_URL", "DJANGO_SETTINGS_MODULE", "DATABASE_URL")
+    }
+    env.update(
+        {
+            "DJANGO_SETTINGS_MODULE": "tests.qcluster_settings",
+            "DATABASE_URL": (
+                f"postgres://{db['USER']}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}"
+                f"/{db['NAME']}"
+            ),
+            "LETHE_VAR_DIR": str(tmp_path / "var"),
+            "AWS_STORAGE_BUCKET_NAME": s3_bucket,
+            "AWS_S3_ENDPOINT_URL": s3_server.endpoint_url,
+            "AWS_S3_REGION_NAME": "us-east-1",
+            "RETENTION_DIGEST_KEY": settings.RETENTION_DIGEST_KEY,
+            "Q_CLUSTER_NAME": f"lethe-test-{uuid.uuid4().hex[:8]}",
+            "Q_WORKERS": "3",
+            "Q_TIMEOUT": "20",
+            "Q_RETRY": "25",
+            "RETENTION_LEASE_SECONDS": "8",
+            "RETENTION_RUN_LEASE_SECONDS": "30",
+            "RETENTION_DISPATCHER_LEASE_SECONDS": "6",
+        }
+    )
+    if request.param == "redis":
+        env["REDIS_URL"] = os.environ["REDIS_URL"]
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    running = Cluster(env=env, log_dir=logs)
+    yield running
+    running.stop()
+
+
+def wait_for(condition: Callable[[], bool], *, timeout: float, cluster: Cluster, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.5)
+    pytest.fail(
+        f"timed out after {timeout:.0f}s waiting for {what}; cluster log:\n{cluster.logs()}"
+    )
+
+
+def seed_s3(
+    client: Any, bucket: str, count: int, *, at: datetime, prefix: str, **track: Any
+) -> list[RetentionRecord]:
+    records = []
+    for number in range(count):
+        key = f"{prefix}/{number:05d}.bin"
+        client.put_object(Bucket=bucket, Key=key, Body=b"x")
+        records.append(
+            services.record_track(
+                tenant_id=track.get("tenant_id", "acme"),
+                data_class=track.get("data_class", "pod.scan"),
+                object_key=key,
+                storage="default",
+                now=at,
+            )
+        )
+    return records
+
+
+def keys_in(client: Any, bucket: str) -> set[str]:
+    keys: set[str] = set()
+    for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket):
+        keys.update(entry["Key"] for entry in page.get("Contents", ()))
+    return keys
+
+
+def assert_converged(
+    run: Run, doomed: list[RetentionRecord], kept: list[RetentionRecord], client: Any, bucket: str
+) -> None:
+    run.refresh_from_db()
+    remaining = keys_in(client, bucket)
+    assert not {r.object_key for r in doomed} & remaining
+    assert {r.object_key for r in kept} <= remaining
+    assert set(
+        RetentionRecord.objects.filter(pk__in=[r.pk for r in doomed]).values_list(
+            "state", flat=True
+        )
+    ) == {RecordState.DELETED}
+    assert set(
+        RetentionRecord.objects.filter(pk__in=[r.pk for r in kept]).values_list("state", flat=True)
+    ) == {RecordState.ACTIVE}
+    final = DeletionEvent.objects.filter(
+        record__in=[r.pk for r in doomed],
+        outcome__in=[EventOutcome.DELETED, EventOutcome.ALREADY_ABSENT],
+    )
+    # One closing event per record: nothing recorded (or deleted) twice.
+    assert final.count() == len(doomed)
+    assert final.values("record").distinct().count() == len(doomed)
+    assert not DeletionEvent.objects.filter(
+        record__in=[r.pk for r in kept], outcome=EventOutcome.DELETED
+    ).exists()
+    assert run.deleted + run.already_absent == len(doomed)
+    (verdict,) = [item for item in chain_verify() if isinstance(item, VerifyResult)]
+    assert verdict.ok, verdict.broken
+
+
+def test_qcluster__schedule_fires_a_run_that_deletes_every_expired_object(
+    cluster: Cluster, make_policy: Any, s3_client: Any, s3_bucket: str
+) -> None:
+    now = timezone.now()
+    make_policy("pod.scan", timedelta(days=30), batch_size=25, at=now - timedelta(days=400))
+    doomed = seed_s3(s3_client, s3_bucket, 120, at=now - timedelta(days=31), prefix="old")
+    kept = seed_s3(s3_client, s3_bucket, 10, at=now - timedelta(days=1), prefix="new")
+    schedules_install(cron="17 2 * * *", now=now)
+    # Due now: the cluster's scheduler fires it at its first tick (~30 s).
+    Schedule.objects.filter(name=SWEEP_SCHEDULE).update(next_run=now - timedelta(minutes=1))
+
+    cluster.start()
+    wait_for(
+        lambda: Run.objects.filter(trigger=RunTrigger.SCHEDULE, status=RunStatus.FINISHED).exists(),
+        timeout=150,
+        cluster=cluster,
+        what="the scheduled run to finish",
+    )
+
+    run = Run.objects.get(trigger=RunTrigger.SCHEDULE)
+    assert run.schedule_slot is not None and run.batches.count() == 120 // 25 + 1
+    assert (run.eligible, run.deleted, run.already_absent) == (120, 120, 0)
+    assert_converged(run, doomed, kept, s3_client, s3_bucket)
+
+
+def test_qcluster__killed_mid_run_converges_after_restart(
+    cluster: Cluster, make_policy: Any, s3_client: Any, s3_bucket: str
+) -> None:
+    now = timezone.now()
+    # Paced at 40 deletes/s, 400 objects take ~10 s: time to kill it midway.
+    make_policy(
+        "pod.scan",
+        timedelta(days=30),
+        batch_size=20,
+        rate_limit=40,
+        at=now - timedelta(days=400),
+    )
+    doomed = seed_s3(s3_client, s3_bucket, 400, at=now - timedelta(days=31), prefix="old")
+    kept = seed_s3(s3_client, s3_bucket, 10, at=now - timedelta(days=1), prefix="new")
+    schedules_install(cron="17 2 * * *", now=now)
+
+    cluster.start()
+    accepted = json.loads(cluster.manage("run_retention", "--enqueue", "--json"))
+    run = Run.objects.get(pk=accepted["run_id"])
+    assert accepted["status"] == RunStatus.RUNNING
+
+    def progressed() -> bool:
+        run.refresh_from_db()
+        return run.deleted >= 80
+
+    wait_for(progressed, timeout=90, cluster=cluster, what="the run to delete 80 objects")
+    cluster.kill_9()
+    run.refresh_from_db()
+    assert run.status == RunStatus.RUNNING and run.deleted < len(doomed)
+    interrupted_at = run.deleted
+
+    cluster.start()
+    wait_for(
+        lambda: Run.objects.filter(pk=run.pk, status=RunStatus.FINISHED).exists(),
+        timeout=200,
+        cluster=cluster,
+        what="the interrupted run to converge",
+    )
+
+    run.refresh_from_db()
+    assert run.deleted > interrupted_at
+    assert_converged(run, doomed, kept, s3_client, s3_bucket)

@@ -1,0 +1,645 @@
+"""Queued runs: dispatcher, batch tasks, schedule, guard, kill switch (issue 3).
+
+The queue here is a list the test drives, so that a batch can be delivered
+twice, lost, or delivered after a pause. The real django-q2 cluster is in
+tests/queue/.
+"""
+
+from __future__ import annotations
+
+import pydoc
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from io import StringIO
+from typing import Any
+
+import pytest
+from django.core.management import CommandError, call_command
+from django.db import connection
+from django_q.brokers import get_broker
+from django_q.conf import Conf
+from django_q.models import OrmQ, Schedule
+from django_q.scheduler import scheduler
+from django_q.signing import SignedPackage
+from freezegun import freeze_time
+
+from retention import api, services
+from retention.disposal import DisposalItem, ObjectDisposer
+from retention.guard import GuardReading
+from retention.models import (
+    BatchState,
+    DeletionEvent,
+    EventOutcome,
+    RecordState,
+    RetentionRecord,
+    Run,
+    RunBatch,
+    RunExecutor,
+    RunMode,
+    RunStatus,
+    RunTrigger,
+)
+from retention.services.dispatch import BATCH_TASK, DISPATCH_TASK, schedule_slot_for
+from retention.services.schedule import SWEEP_SCHEDULE, WATCHDOG_SCHEDULE
+from tests.helpers import exists, put_tracked
+
+pytestmark = pytest.mark.django_db
+
+
+@dataclass
+class FakeTime:
+    """A clock that only moves when someone sleeps."""
+
+    now: datetime
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += timedelta(seconds=max(seconds, 0.001))
+
+
+@dataclass
+class Queue:
+    """Published tasks; ``deliver`` decides what a worker does with a batch."""
+
+    clock: FakeTime
+    deliver: Callable[[dict[str, Any]], None] | None = None
+    published: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+
+    def __call__(self, func: str, payload: dict[str, Any], name: str) -> None:
+        self.published.append((func, payload))
+        if func == BATCH_TASK and self.deliver is not None:
+            self.deliver(payload)
+
+    def run_batch(self, payload: dict[str, Any], **kwargs: Any) -> None:
+        services.batch_dispose(payload=payload, clock=self.clock, **kwargs)
+
+    @property
+    def batches(self) -> list[dict[str, Any]]:
+        return [payload for func, payload in self.published if func == BATCH_TASK]
+
+
+def under_budget(*, now: datetime) -> GuardReading:
+    return GuardReading(over_budget=False, value=0.0, budget=30.0, detail="shipments: 0s")
+
+
+def over_budget(*, now: datetime) -> GuardReading:
+    return GuardReading(over_budget=True, value=95.0, budget=30.0, detail="shipments: 95s")
+
+
+def enqueue(now: datetime, queue: Queue, **kwargs: Any) -> Run:
+    return services.run_enqueue(
+        mode=RunMode.ENFORCE, trigger=RunTrigger.COMMAND, now=now, publish=queue, **kwargs
+    )
+
+
+def dispatch(run: Run, queue: Queue, guard: Any = under_budget, **kwargs: Any) -> str:
+    return services.run_dispatch(
+        run_id=run.pk,
+        clock=queue.clock,
+        sleep=queue.clock.sleep,
+        publish=queue,
+        guard=guard,
+        **kwargs,
+    )
+
+
+def seed(count: int, now: datetime, **kwargs: Any) -> list[RetentionRecord]:
+    return [put_tracked(now=now - timedelta(days=40), **kwargs) for _ in range(count)]
+
+
+def events(record: RetentionRecord) -> list[str]:
+    return list(
+        DeletionEvent.objects.filter(record=record).order_by("id").values_list("outcome", flat=True)
+    )
+
+
+# --------------------------------------------------------------------------
+# Dispatcher and batches
+
+
+def test_enqueue__writes_the_run_and_publishes_only_its_dispatcher(make_policy, now):
+    make_policy(batch_size=3)
+    seed(4, now)
+    queue = Queue(FakeTime(now))
+
+    run = enqueue(now, queue)
+
+    assert run.status == RunStatus.RUNNING and run.executor == RunExecutor.QUEUE
+    assert queue.published == [(DISPATCH_TASK, {"run_id": str(run.pk)})]
+    assert RetentionRecord.objects.filter(state=RecordState.ACTIVE).count() == 4
+
+
+def test_dispatch__one_task_per_batch_and_every_expired_object_deleted(make_policy, now):
+    make_policy(batch_size=3)
+    records = seed(7, now)
+    kept = put_tracked(now=now - timedelta(days=1))
+    queue = Queue(FakeTime(now))
+    queue.deliver = queue.run_batch
+    run = enqueue(now, queue)
+
+    assert dispatch(run, queue) == RunStatus.FINISHED
+
+    run.refresh_from_db()
+    assert [len(batch["items"]) for batch in queue.batches] == [3, 3, 1]
+    assert (run.eligible, run.claimed, run.deleted) == (7, 7, 7)
+    assert not any(exists(r) for r in records) and exists(kept)
+    assert set(RunBatch.objects.values_list("state", flat=True)) == {BatchState.DONE}
+    assert all(events(r) == [EventOutcome.DELETED] for r in records)
+
+
+def test_batch__payload_has_ids_and_row_versions_but_no_object_key(make_policy, now):
+    make_policy(batch_size=10)
+    records = seed(2, now)
+    queue = Queue(FakeTime(now))
+    queue.deliver = queue.run_batch
+    dispatch(enqueue(now, queue), queue)
+
+    (payload,) = queue.batches
+    assert sorted(payload["items"]) == sorted([r.pk, r.row_version] for r in records)
+    assert not any(r.object_key in repr(payload) for r in records)
+
+
+def test_batch__delivered_twice_deletes_once_and_records_once(make_policy, now):
+    make_policy(batch_size=2)
+    records = seed(5, now)
+    queue = Queue(FakeTime(now))
+
+    def twice(payload: dict[str, Any]) -> None:
+        queue.run_batch(payload)
+        queue.run_batch(payload)
+
+    queue.deliver = twice
+    run = enqueue(now, queue)
+    dispatch(run, queue)
+
+    run.refresh_from_db()
+    assert (run.deleted, run.already_absent) == (5, 0)
+    assert all(events(r) == [EventOutcome.DELETED] for r in records)
+    assert DeletionEvent.objects.count() == 5
+
+
+def test_batch__redelivered_after_a_crash_mid_delete_probes_and_records_absent(make_policy, now):
+    """The first worker deleted the objects and died before finalizing."""
+    make_policy(batch_size=10)
+    records = seed(3, now)
+    queue = Queue(FakeTime(now))
+
+    class DiesAfterDelete(ObjectDisposer):
+        def dispose(self, items: Sequence[DisposalItem], **kwargs: Any) -> Any:
+            super().dispose(items, **kwargs)
+            raise ConnectionError("worker killed after the delete")
+
+    def crash_then_redeliver(payload: dict[str, Any]) -> None:
+        with pytest.raises(ConnectionError):
+            queue.run_batch(payload, disposer=DiesAfterDelete())
+        queue.run_batch(payload)
+
+    queue.deliver = crash_then_redeliver
+    run = enqueue(now, queue)
+    dispatch(run, queue)
+
+    run.refresh_from_db()
+    assert (run.deleted, run.already_absent, run.failed) == (0, 3, 0)
+    assert all(events(r) == [EventOutcome.ALREADY_ABSENT] for r in records)
+    assert not any(exists(r) for r in records)
+
+
+def test_batch__lost_by_the_broker_is_claimed_again_after_its_lease(make_policy, now, settings):
+    settings.RETENTION_LEASE_SECONDS = 30
+    make_policy(batch_size=2)
+    records = seed(4, now)
+    queue = Queue(FakeTime(now))
+    lost: list[str] = []
+
+    def lose_first_delivery(payload: dict[str, Any]) -> None:
+        if not lost:
+            lost.append(payload["token"])
+            return
+        queue.run_batch(payload)
+
+    queue.deliver = lose_first_delivery
+    run = enqueue(now, queue)
+    assert dispatch(run, queue) == RunStatus.FINISHED
+
+    run.refresh_from_db()
+    assert run.deleted == 4 and not any(exists(r) for r in records)
+    assert RunBatch.objects.get(token=lost[0]).state == BatchState.EXPIRED
+    # The lost batch's rows went out again under a new token.
+    assert len(queue.batches) == 3
+    assert queue.clock.now >= now + timedelta(seconds=30)
+
+
+def test_batch__renewed_after_claim_is_skipped_by_the_worker(make_policy, now):
+    make_policy(batch_size=10)
+    renewed, other = seed(2, now)
+    queue = Queue(FakeTime(now))
+
+    def renew_then_run(payload: dict[str, Any]) -> None:
+        api.renew(RetentionRecord.objects.get(pk=renewed.pk), now=now)
+        queue.run_batch(payload)
+
+    queue.deliver = renew_then_run
+    run = enqueue(now, queue)
+    dispatch(run, queue)
+
+    renewed.refresh_from_db()
+    run.refresh_from_db()
+    assert renewed.state == RecordState.ACTIVE and exists(renewed)
+    assert events(renewed) == [EventOutcome.SKIPPED_RENEWED]
+    assert not exists(other) and run.deleted == 1
+
+
+def test_dispatch__respects_the_global_limit_of_batches_in_flight(make_policy, now, settings):
+    settings.RETENTION_MAX_BATCHES_IN_FLIGHT = 2
+    make_policy(batch_size=1)
+    seed(5, now)
+    queue = Queue(FakeTime(now))
+    peak = [0]
+
+    def hold(payload: dict[str, Any]) -> None:
+        in_flight = RunBatch.objects.filter(state=BatchState.QUEUED).count()
+        peak[0] = max(peak[0], in_flight)
+        # Finish the oldest batch once the limit is reached, as a worker would.
+        if in_flight >= 2:
+            for _, waiting in queue.published:
+                if (
+                    waiting.get("token")
+                    and RunBatch.objects.filter(
+                        token=waiting["token"], state=BatchState.QUEUED
+                    ).exists()
+                ):
+                    queue.run_batch(waiting)
+
+    queue.deliver = hold
+    run = enqueue(now, queue)
+
+    def finish_stragglers(seconds: float) -> None:
+        for _, waiting in list(queue.published):
+            if "token" in waiting:
+                queue.run_batch(waiting)
+        queue.clock.sleep(seconds)
+
+    status = services.run_dispatch(
+        run_id=run.pk,
+        clock=queue.clock,
+        sleep=finish_stragglers,
+        publish=queue,
+        guard=under_budget,
+    )
+
+    run.refresh_from_db()
+    assert status == RunStatus.FINISHED and run.deleted == 5
+    assert peak[0] == 2
+
+
+def test_dispatch__a_second_dispatcher_on_the_same_run_joins(make_policy, now):
+    make_policy(batch_size=2)
+    seed(3, now)
+    queue = Queue(FakeTime(now))
+    queue.deliver = queue.run_batch
+    run = enqueue(now, queue)
+    second: list[str] = []
+
+    def dispatcher_arrives(payload: dict[str, Any]) -> None:
+        second.append(dispatch(run, queue))
+        queue.run_batch(payload)
+
+    queue.deliver = dispatcher_arrives
+    assert dispatch(run, queue) == RunStatus.FINISHED
+    assert set(second) == {"joined"}
+    run.refresh_from_db()
+    assert run.deleted == 3 and DeletionEvent.objects.count() == 3
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_dispatch__two_dispatcher_threads_sweep_once(make_policy, now):
+    make_policy(batch_size=2)
+    records = seed(9, now)
+    queue = Queue(FakeTime(now))
+    lock = threading.Lock()
+
+    def deliver(payload: dict[str, Any]) -> None:
+        with lock:
+            queue.run_batch(payload)
+
+    queue.deliver = deliver
+    run = enqueue(now, queue)
+    results: list[str] = []
+    barrier = threading.Barrier(2)
+
+    def worker() -> None:
+        try:
+            barrier.wait()
+            results.append(
+                services.run_dispatch(
+                    run_id=run.pk,
+                    clock=lambda: now,
+                    sleep=lambda s: None,
+                    publish=queue,
+                    guard=under_budget,
+                )
+            )
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=worker) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+
+    run.refresh_from_db()
+    assert sorted(results) == sorted([RunStatus.FINISHED, "joined"])
+    assert run.deleted == 9 and run.claimed == 9
+    assert DeletionEvent.objects.count() == 9
+    assert not any(exists(r) for r in records)
+
+
+def test_dispatch__continues_in_a_new_task_when_its_budget_runs_out(make_policy, now):
+    make_policy(batch_size=2)
+    seed(3, now)
+    queue = Queue(FakeTime(now))
+    run = enqueue(now, queue)
+    queue.published.clear()
+
+    assert dispatch(run, queue, budget_seconds=0) == "continued"
+
+    run.refresh_from_db()
+    assert queue.published == [(DISPATCH_TASK, {"run_id": str(run.pk)})]
+    assert run.status == RunStatus.RUNNING and run.dispatcher_owner is None
+
+
+def test_dispatch__publish_failures_release_rows_and_end_the_run(make_policy, now):
+    make_policy(batch_size=2)
+    records = seed(4, now)
+    queue = Queue(FakeTime(now))
+    run = enqueue(now, queue)
+
+    def broker_down(func: str, payload: dict[str, Any], name: str) -> None:
+        raise ConnectionError("broker down")
+
+    status = services.run_dispatch(
+        run_id=run.pk,
+        clock=queue.clock,
+        sleep=queue.clock.sleep,
+        publish=broker_down,
+        guard=under_budget,
+    )
+
+    run.refresh_from_db()
+    assert status == RunStatus.ERROR and "could not be published" in run.status_reason
+    assert all(
+        r.state == RecordState.ACTIVE and r.lease_owner is None and r.attempts == 0
+        for r in RetentionRecord.objects.filter(pk__in=[r.pk for r in records])
+    )
+    assert set(RunBatch.objects.values_list("state", flat=True)) == {BatchState.UNPUBLISHED}
+    assert all(exists(r) for r in records)
+
+
+def test_watchdog__republishes_the_dispatcher_of_a_stalled_run(make_policy, now, settings):
+    settings.RETENTION_DISPATCHER_LEASE_SECONDS = 60
+    make_policy()
+    seed(1, now)
+    queue = Queue(FakeTime(now))
+    run = enqueue(now, queue)
+    queue.published.clear()
+
+    assert services.runs_resume_stalled(now=now + timedelta(seconds=30), publish=queue) == []
+    resumed = services.runs_resume_stalled(now=now + timedelta(seconds=61), publish=queue)
+
+    assert [r.pk for r in resumed] == [run.pk]
+    assert queue.published == [(DISPATCH_TASK, {"run_id": str(run.pk)})]
+
+
+# --------------------------------------------------------------------------
+# Foreground guard
+
+
+def test_guard__over_budget_publishes_nothing_and_counts_deferred(make_policy, now):
+    make_policy(batch_size=2)
+    records = seed(5, now)
+    queue = Queue(FakeTime(now))
+    run = enqueue(now, queue, max_seconds=120)
+    queue.published.clear()
+
+    assert dispatch(run, queue, guard=over_budget) == RunStatus.STOPPED
+
+    run.refresh_from_db()
+    assert queue.published == [] and not RunBatch.objects.exists()
+    assert (run.claimed, run.deleted, run.deferred) == (0, 0, 5)
+    assert run.report["deferrals"][0]["signal"] == "shipments: 95s"
+    assert all(exists(r) for r in records)
+
+
+def test_guard__dispatch_resumes_within_the_run_when_there_is_headroom(make_policy, now):
+    make_policy(batch_size=2)
+    records = seed(4, now)
+    queue = Queue(FakeTime(now))
+    queue.deliver = queue.run_batch
+    run = enqueue(now, queue)
+    readings = iter([True] * 20)
+
+    def busy_then_quiet(*, now: datetime) -> GuardReading:
+        busy = next(readings, False)
+        return over_budget(now=now) if busy else under_budget(now=now)
+
+    assert dispatch(run, queue, guard=busy_then_quiet) == RunStatus.FINISHED
+
+    run.refresh_from_db()
+    assert (run.deleted, run.deferred) == (4, 0)
+    assert len(run.report["deferrals"]) == 1
+    assert not any(exists(r) for r in records)
+
+
+# --------------------------------------------------------------------------
+# Kill switch
+
+
+def test_pause__mid_run_no_new_claims_and_the_batch_in_flight_finishes(make_policy, now, approver):
+    make_policy(batch_size=2)
+    records = seed(6, now)
+    queue = Queue(FakeTime(now))
+
+    class PausesDuringDelete(ObjectDisposer):
+        def dispose(self, items: Sequence[DisposalItem], **kwargs: Any) -> Any:
+            api.pause(by=approver, reason="incident", now=now)
+            return super().dispose(items, **kwargs)
+
+    def deliver(payload: dict[str, Any]) -> None:
+        queue.run_batch(payload, disposer=PausesDuringDelete())
+
+    queue.deliver = deliver
+    run = enqueue(now, queue)
+    assert dispatch(run, queue) == RunStatus.PAUSED
+
+    run.refresh_from_db()
+    assert (run.claimed, run.deleted) == (2, 2)
+    assert len(queue.batches) == 1
+    assert sum(not exists(r) for r in records) == 2
+    assert RetentionRecord.objects.filter(state=RecordState.ACTIVE).count() == 4
+
+
+def test_pause__a_batch_not_yet_started_gives_its_rows_back(make_policy, now, approver):
+    make_policy(batch_size=3)
+    records = seed(3, now)
+    queue = Queue(FakeTime(now))
+    run = enqueue(now, queue)
+    held_back: list[dict[str, Any]] = []
+    queue.deliver = held_back.append
+
+    def pause_then_deliver(seconds: float) -> None:
+        if held_back:
+            api.pause(by=approver, reason="incident", now=now)
+            queue.run_batch(held_back.pop())
+        queue.clock.sleep(seconds)
+
+    status = services.run_dispatch(
+        run_id=run.pk,
+        clock=queue.clock,
+        sleep=pause_then_deliver,
+        publish=queue,
+        guard=under_budget,
+    )
+
+    assert status == RunStatus.PAUSED
+    assert RunBatch.objects.get().state == BatchState.RELEASED
+    for record in RetentionRecord.objects.filter(pk__in=[r.pk for r in records]):
+        assert (record.state, record.lease_owner, record.attempts) == (RecordState.ACTIVE, None, 0)
+    assert all(exists(r) for r in records)
+    assert not DeletionEvent.objects.exists()
+
+
+# --------------------------------------------------------------------------
+# The schedule
+
+
+def test_schedule_slot__latest_slot_at_or_before_now_and_the_next():
+    at = datetime.fromisoformat("2026-03-14T02:17:00+00:00")
+    assert schedule_slot_for("17 2 * * *", at) == (at, at + timedelta(days=1))
+    later = at + timedelta(hours=5)
+    assert schedule_slot_for("17 2 * * *", later) == (at, at + timedelta(days=1))
+
+
+def test_schedule__two_firings_in_one_slot_start_one_run(make_policy, now, settings):
+    settings.RETENTION_SCHEDULE_CRON = "0 * * * *"
+    make_policy()
+    queue = Queue(FakeTime(now))
+
+    first = services.run_schedule_fire(now=now + timedelta(minutes=1), publish=queue)
+    second = services.run_schedule_fire(now=now + timedelta(minutes=7), publish=queue)
+
+    assert first is not None and second is not None and first.pk == second.pk
+    assert Run.objects.count() == 1
+    assert first.trigger == RunTrigger.SCHEDULE and first.schedule_slot == now
+    assert first.deadline_at == now + timedelta(hours=1)
+    assert [func for func, _ in queue.published] == [DISPATCH_TASK]
+
+
+@pytest.fixture(autouse=True)
+def _keep_the_test_connection(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The scheduler closes old connections, which would end the test's transaction.
+    monkeypatch.setattr("django_q.scheduler.close_old_django_connections", lambda: None)
+
+
+def _fire_due_schedules(times: int) -> list[dict[str, Any]]:
+    broker = get_broker()
+    for _ in range(times):
+        scheduler(broker=broker)
+    return [SignedPackage.loads(row.payload) for row in OrmQ.objects.order_by("id")]
+
+
+def test_schedule__after_downtime_the_cron_schedule_fires_once(make_policy, now, settings):
+    settings.RETENTION_SCHEDULE_CRON = "17 2 * * *"
+    make_policy()
+    with freeze_time(now):
+        call_command("retention_schedule", stdout=StringIO())
+        Schedule.objects.filter(name=SWEEP_SCHEDULE).update(next_run=now - timedelta(days=3))
+        Schedule.objects.filter(name=WATCHDOG_SCHEDULE).delete()
+        tasks = _fire_due_schedules(4)
+    assert [t["func"] for t in tasks] == ["retention.tasks.run_scheduled"]
+
+
+def test_schedule__missed_slots_replayed_by_django_q2_coalesce_into_one_run(
+    make_policy, now, settings, monkeypatch
+):
+    """A schedule that replays every missed slot (catch_up, interval types) still
+    starts one run: each replay finds the current slot's run."""
+    settings.RETENTION_SCHEDULE_CRON = "17 2 * * *"
+    make_policy()
+    seed(2, now)
+    monkeypatch.setattr(Conf, "CATCH_UP", True)
+    with freeze_time(now):
+        call_command("retention_schedule", stdout=StringIO())
+        Schedule.objects.filter(name=SWEEP_SCHEDULE).update(
+            schedule_type=Schedule.DAILY, next_run=now - timedelta(days=3)
+        )
+        Schedule.objects.filter(name=WATCHDOG_SCHEDULE).delete()
+        tasks = _fire_due_schedules(4)
+        # Three missed days, three tasks.
+        assert [t["func"] for t in tasks] == ["retention.tasks.run_scheduled"] * 3
+        results = {pydoc.locate(t["func"])(*t["args"], **t["kwargs"]) for t in tasks}
+
+    assert len(results) == 1
+    assert Run.objects.filter(trigger=RunTrigger.SCHEDULE).count() == 1
+
+
+def test_retention_schedule__twice_leaves_one_schedule_of_each(settings, now):
+    settings.RETENTION_SCHEDULE_CRON = "17 2 * * *"
+    out = StringIO()
+    with freeze_time(now):
+        call_command("retention_schedule", stdout=out)
+        call_command("retention_schedule", stdout=out)
+    sweep = Schedule.objects.get(name=SWEEP_SCHEDULE)
+    assert Schedule.objects.filter(name=WATCHDOG_SCHEDULE).count() == 1
+    assert (sweep.cron, sweep.func, sweep.schedule_type) == (
+        "17 2 * * *",
+        "retention.tasks.run_scheduled",
+        Schedule.CRON,
+    )
+    assert sweep.next_run == datetime.fromisoformat("2026-03-15T02:17:00+00:00")
+    assert "retention.sweep: created" in out.getvalue()
+    assert "retention.sweep: unchanged" in out.getvalue()
+
+    settings.RETENTION_SCHEDULE_CRON = "0 4 * * *"
+    with freeze_time(now):
+        call_command("retention_schedule", stdout=out)
+    sweep.refresh_from_db()
+    assert sweep.cron == "0 4 * * *" and Schedule.objects.count() == 2
+    assert "retention.sweep: updated" in out.getvalue()
+
+
+def test_retention_schedule__bad_cron_is_refused(settings):
+    settings.RETENTION_SCHEDULE_CRON = "every night"
+    with pytest.raises(CommandError, match="not a valid cron"):
+        call_command("retention_schedule", stdout=StringIO())
+    assert not Schedule.objects.exists()
+
+
+# --------------------------------------------------------------------------
+# The command
+
+
+def test_run_retention_enqueue__prints_the_accepted_run_as_json(make_policy, now):
+    make_policy()
+    seed(2, now)
+    out = StringIO()
+    with freeze_time(now):
+        call_command("run_retention", "--enqueue", "--json", stdout=out, stderr=StringIO())
+
+    import json
+
+    data = json.loads(out.getvalue())
+    run = Run.objects.get()
+    assert data["run_id"] == str(run.pk) and data["status"] == RunStatus.RUNNING
+    (task,) = [SignedPackage.loads(row.payload) for row in OrmQ.objects.all()]
+    assert task["func"] == DISPATCH_TASK and task["args"] == ({"run_id": str(run.pk)},)
+
+
+def test_run_retention_wait__needs_enqueue():
+    with pytest.raises(CommandError, match="--wait"):
+        call_command("run_retention", "--wait", stdout=StringIO())

@@ -1,0 +1,16 @@
+"""Settings of the test process: the project's, on django-q2's ORM broker.
+
+The project switches to the Redis broker when REDIS_URL is set (as in CI).
+The test process itself stays on the ORM broker, so tests that look at queued
+tasks see rows in the test database; tests of the Redis broker start a real
+``qcluster`` (and the commands feeding it) as subprocesses with the project's
+own settings and REDIS_URL.
+"""
+
+from __future__ import annotations
+
+from config.settings import *  # noqa: F403
+from config.settings import Q_CLUSTER
+
+Q_CLUSTER.pop("redis", None)
+Q_CLUSTER["orm"] = "default"

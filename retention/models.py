@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.conf import settings
+from django.core.exceptions import EmptyResultSet
 from django.core.validators import RegexValidator
 from django.db import models
-from django.db.models import Exists, OuterRef, Q
+from django.db.models import Exists, Lookup, OuterRef, Q
 from rest_framework_api_key.models import AbstractAPIKey
 
 data_class_validator = RegexValidator(
@@ -334,9 +336,12 @@ class RetentionRecord(models.Model):
         ]
         indexes = [
             # The claim walks this index in (expires_at, id) order and stops
-            # after one page, so its cost does not grow with the table.
+            # after one page, so its cost does not grow with the table. The
+            # data class leads: a claim takes one class, and must not walk
+            # other classes' due rows first (a report-only class keeps all
+            # of its expired rows).
             models.Index(
-                fields=["expires_at", "id"],
+                fields=["data_class", "expires_at", "id"],
                 condition=Q(state__in=["active", "failed", "deleting"]),
                 name="retention_record_due",
             ),
@@ -345,6 +350,31 @@ class RetentionRecord(models.Model):
 
     def __str__(self) -> str:
         return f"Record #{self.pk} ({self.data_class}, tenant {self.tenant_id}, {self.state})"
+
+
+class AnyOf(Lookup):
+    """``id__any_of=[...]``: ``= ANY(array)`` on PostgreSQL, ``IN (...)`` elsewhere.
+
+    The engine filters pages of up to 1,000 ids several times per page; one
+    array parameter costs far less to build, send and plan than 1,000.
+    """
+
+    lookup_name = "any_of"
+
+    def get_prep_lookup(self) -> list[int]:
+        return [int(value) for value in self.rhs]
+
+    def as_sql(self, compiler: Any, connection: Any) -> tuple[str, list[Any]]:
+        lhs, lhs_params = self.process_lhs(compiler, connection)
+        values = list(self.rhs)
+        if not values:
+            raise EmptyResultSet
+        if connection.vendor == "postgresql":
+            return f"{lhs} = ANY(%s)", [*lhs_params, values]
+        return f"{lhs} IN ({', '.join(['%s'] * len(values))})", [*lhs_params, *values]
+
+
+RetentionRecord._meta.get_field("id").register_lookup(AnyOf)
 
 
 class RunTrigger(models.TextChoices):

@@ -1,4 +1,5 @@
-# The two commands of the README: `make demo` and `make test`.
+# The two commands of the README: `make demo` and `make test`; `make bench`
+# prints the performance figures.
 # The newest supported interpreter on the machine is used: Python 3.12
 # (Django 6.1) when present, else 3.11 (Django 5.2 LTS).
 SUPPORTED_PYTHONS := 3.12 3.11
@@ -9,7 +10,7 @@ DEMO_DIR := $(CURDIR)/var/demo
 DEMO_ENV := LETHE_VAR_DIR=$(DEMO_DIR) DATABASE_URL= AWS_STORAGE_BUCKET_NAME= REDIS_URL=
 PYTEST_ARGS ?=
 
-.PHONY: install demo test lint check-python clean
+.PHONY: install demo test lint bench check-bench-database check-python clean
 
 check-python:
 	@if [ -z "$(PYTHON)" ]; then \
@@ -41,6 +42,28 @@ test: install
 	$(PY) -m pytest $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing." >&2; exit 1; fi; \
 	exit $$rc
+
+# The figures of SPEC §5, each printed by its script in benchmarks/. Every
+# script makes a fresh database next to DATABASE_URL's (PostgreSQL: claims,
+# SKIP LOCKED and the shared rate gate are what is measured) and starts its
+# own moto S3 server. One script: make bench BENCHMARKS=queries
+BENCHMARKS ?= throughput claim_scale memory queries chain_cost rate_gate
+
+check-bench-database:
+	@case "$$DATABASE_URL" in \
+		postgres://*|postgresql://*|pgsql://*|postgis://*) ;; \
+		*) echo "make bench needs DATABASE_URL to name a PostgreSQL database, e.g." \
+			"DATABASE_URL=postgres://postgres@127.0.0.1:5432/lethe_bench make bench" \
+			"(it is '$$DATABASE_URL')." >&2; exit 1;; \
+	esac
+
+# Checked before installing: no point in a venv when there is no database.
+bench: check-bench-database install
+	@failed=; for name in $(BENCHMARKS); do \
+		echo; echo "== benchmarks/$$name.py =="; \
+		$(PY) benchmarks/$$name.py || failed="$$failed $$name"; \
+	done; \
+	if [ -n "$$failed" ]; then echo; echo "make bench: missed a target or failed:$$failed" >&2; exit 1; fi
 
 lint: install
 	$(VENV)/bin/ruff check .

@@ -19,41 +19,21 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing
-import os
-import signal
-import socket
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
-import urllib.error
-import urllib.request
 from collections import Counter
 from collections.abc import Collection, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+from benchmarks import common  # noqa: E402
+
 # Dummy credentials and no profile: nothing here can reach the real AWS.
-os.environ.update(
-    AWS_ACCESS_KEY_ID="testing",
-    AWS_SECRET_ACCESS_KEY="testing",
-    AWS_DEFAULT_REGION="us-east-1",
-    AWS_CONFIG_FILE="/dev/null",
-    AWS_SHARED_CREDENTIALS_FILE="/dev/null",
-    AWS_EC2_METADATA_DISABLED="true",
-)
-for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3"):
-    os.environ.pop(name, None)
+common.aws_dummy_environment()
+common.setup_django()
 
-import django  # noqa: E402
-
-django.setup()
-
-import boto3  # noqa: E402
 from django.conf import settings  # noqa: E402
 from django.db import connection, connections  # noqa: E402
 
@@ -84,77 +64,10 @@ class TimedAdapter:
         return result
 
 
-def s3_client(endpoint_url: str) -> Any:
-    from retention.storage.s3 import client_config
-
-    return boto3.session.Session().client(
-        "s3", endpoint_url=endpoint_url, region_name="us-east-1", config=client_config()
-    )
-
-
-# --------------------------------------------------------------------------
-# The S3 server
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-def start_moto(log_path: Path) -> tuple[subprocess.Popen[bytes], str]:
-    executable = Path(sys.executable).parent / "moto_server"
-    if not executable.exists():
-        raise SystemExit(f"moto_server not found next to {sys.executable}; install moto[server]")
-    port = free_port()
-    endpoint_url = f"http://127.0.0.1:{port}"
-    # A file, not a pipe: moto logs every request, and a full pipe blocks it.
-    with log_path.open("wb") as log:
-        process = subprocess.Popen(
-            [str(executable), "-H", "127.0.0.1", "-p", str(port)],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-        )
-    deadline = time.monotonic() + 20
-    while True:
-        try:
-            with urllib.request.urlopen(endpoint_url, timeout=1):
-                break
-        except urllib.error.HTTPError:
-            break
-        except OSError:
-            if process.poll() is not None or time.monotonic() > deadline:
-                stop_moto(process)
-                raise SystemExit(f"moto_server did not start:\n{log_path.read_text()}") from None
-            time.sleep(0.1)
-    return process, endpoint_url
-
-
-def stop_moto(process: subprocess.Popen[bytes]) -> None:
-    if process.poll() is not None:
-        return
-    # moto ignores SIGTERM for seconds; SIGINT stops it promptly.
-    process.send_signal(signal.SIGINT)
-    try:
-        process.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait(timeout=10)
-
-
 def seed(endpoint_url: str, keys: Sequence[str]) -> None:
-    client = s3_client(endpoint_url)
-    client.create_bucket(Bucket=BUCKET)
-    body = b"x" * 64
-
-    def put(key: str) -> None:
-        client.put_object(Bucket=BUCKET, Key=key, Body=body)
-
-    with ThreadPoolExecutor(max_workers=8) as pool:
-        for _ in pool.map(put, keys):
-            pass
+    client = common.s3_client(endpoint_url)
+    common.create_bucket(client, BUCKET)
+    common.seed_objects(client, BUCKET, keys, threads=8)
 
 
 # --------------------------------------------------------------------------
@@ -181,7 +94,7 @@ def worker(
 
     settings.DATABASES["default"]["NAME"] = database_name
     connections["default"].settings_dict["NAME"] = database_name
-    adapter = TimedAdapter(S3Adapter("bench", s3_client(endpoint_url), BUCKET))
+    adapter = TimedAdapter(S3Adapter("bench", common.s3_client(endpoint_url), BUCKET))
     disposer = ObjectDisposer(lambda alias: adapter)
     gate = gate_for(data_class=DATA_CLASS, rate_limit=rate)
     # Connect and warm up before the window opens.
@@ -240,8 +153,8 @@ def main() -> int:
     original_name = connection.settings_dict["NAME"]
     test_name = connection.creation.create_test_db(verbosity=0, autoclobber=True)
     connection.close()
-    moto_log = Path(tempfile.mkdtemp(prefix="lethe-rate-gate-")) / "moto_server.log"
-    moto, endpoint_url = start_moto(moto_log)
+    moto = common.start_moto()
+    endpoint_url = moto.endpoint_url
     try:
         started = time.perf_counter()
         seed(endpoint_url, keys)
@@ -280,7 +193,7 @@ def main() -> int:
         for process in processes:
             process.join(timeout=30)
     finally:
-        stop_moto(moto)
+        common.stop_moto(moto)
         connection.creation.destroy_test_db(original_name, verbosity=0)
 
     window_start, window_end = start_at.value, start_at.value + args.seconds

@@ -339,10 +339,11 @@ class RetentionRecord(models.Model):
             # after one page, so its cost does not grow with the table. The
             # data class leads: a claim takes one class, and must not walk
             # other classes' due rows first (a report-only class keeps all
-            # of its expired rows).
+            # of its expired rows). Rows failed for review wait for a person,
+            # not a claim: left out, they do not pile up in every walk.
             models.Index(
                 fields=["data_class", "expires_at", "id"],
-                condition=Q(state__in=["active", "failed", "deleting"]),
+                condition=Q(state__in=["active", "deleting"]) | Q(state="failed", retryable=True),
                 name="retention_record_due",
             ),
             models.Index(fields=["tenant_id", "data_class"], name="retention_record_tenant"),

@@ -1,0 +1,496 @@
+"""How fast does an enforce run delete, next to the store's own limit? (SPEC §5)
+
+SPEC §5 asks an enforce run over 20,000 expired S3 objects, with its full
+audit trail (events, hash chain), to reach at least 60% of the rate of a bare
+boto3 DeleteObjects loop against the same endpoint in the same run, and at
+least 20 times the rate of a naive per-object Django loop. This script starts
+an S3-compatible server (moto in server mode) and measures, each variant on a
+fresh seed of the same shape (new keys under a prefix of its own, new records
+of a data class of its own; seeding is not timed):
+
+(a) a bare boto3 ``delete_objects`` loop, 1,000 keys a request (the limit);
+(b) ``run_retention`` enforce inline: the command, in this process, through
+    the project's S3Storage built from AWS_* (the engine's S3Adapter),
+    batch_size 1000, no rate limit;
+(c) ``run_retention --enqueue`` with a real ``qcluster`` subprocess (2
+    workers; 3 as an extra line), no rate limit, timed from the command's
+    start until the run leaves ``running``;
+(d) a naive loop over N records: ``storage.delete(name)``, then the record's
+    ``delete()``.
+
+After each variant the bucket is listed to check that its objects are gone;
+for (b) and (c) the run must count every object deleted, with one event
+each, and the hash chain must verify at the end. Exit status 1 when a target
+is missed, 2 when a check fails; everything is printed first.
+
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/lethe_bench python benchmarks/throughput.py
+    ... benchmarks/throughput.py --objects 2000 --naive-objects 500 --skip-queue   # a quick look
+    ... benchmarks/throughput.py --profile-inline /tmp/inline.pstats   # where (b) spends its time
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from benchmarks import common  # noqa: E402
+
+BUCKET = "lethe-throughput-bench"
+BATCH_SIZE = 1000
+TARGET_BARE = 0.6
+TARGET_NAIVE = 20.0
+QCLUSTER_START_TIMEOUT = 90.0
+
+
+@dataclass
+class Result:
+    label: str
+    objects: int
+    seconds: float
+    seeded_in: float
+    details: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def rate(self) -> float:
+        return self.objects / self.seconds if self.seconds else 0.0
+
+
+def keys_for(variant: str, count: int) -> list[str]:
+    # Tenant-first keys, as an upload path would be; the same shape for every variant.
+    return [f"tp-{variant}/t{i % 50:02d}/{i:07d}.bin" for i in range(count)]
+
+
+class Bench:
+    def __init__(self, args: argparse.Namespace, moto: common.MotoServer, db_name: str) -> None:
+        self.args = args
+        self.moto = moto
+        self.db_name = db_name
+        self.client = common.s3_client(
+            moto.endpoint_url, max_pool_connections=max(10, args.seed_threads)
+        )
+        self.now = datetime.now(UTC)
+
+    def seed(self, variant: str, count: int, *, records: bool) -> tuple[list[str], Any, float]:
+        """A variant's objects and, if asked, records; returns the seconds the objects took."""
+        from django.db import connection
+
+        keys = keys_for(variant, count)
+        seconds = common.seed_objects(self.client, BUCKET, keys, threads=self.args.seed_threads)
+        version = None
+        if records:
+            version = common.enforced_policy(
+                f"bench.{variant}", now=self.now, batch_size=BATCH_SIZE
+            )
+            common.seed_records(version, keys, now=self.now)
+            # Every variant starts from a vacuumed table, as autovacuum would
+            # leave it between nightly runs.
+            with connection.cursor() as cursor:
+                for table in ("retention_retentionrecord", "retention_deletionevent"):
+                    cursor.execute(f"VACUUM ANALYZE {table}")
+        return keys, version, seconds
+
+    def check_gone(self, variant: str, result: Result) -> None:
+        left = common.count_objects(self.client, BUCKET, f"tp-{variant}/")
+        if left:
+            result.problems.append(f"{left:,} objects still in the bucket")
+        else:
+            result.details.append("bucket: all gone")
+
+    def check_run(self, run: Any, result: Result) -> None:
+        from retention.models import DeletionEvent, EventOutcome, RunStatus
+
+        deleted_events = DeletionEvent.objects.filter(
+            run_id=run.pk, outcome=EventOutcome.DELETED
+        ).count()
+        result.details.append(
+            f"run {run.status}: deleted {run.deleted:,}, failed {run.failed:,}, "
+            f"events {deleted_events:,}"
+        )
+        if run.status != RunStatus.FINISHED:
+            result.problems.append(f"run ended {run.status}: {run.status_reason}")
+        if run.deleted != result.objects:
+            result.problems.append(f"run deleted {run.deleted:,}, not {result.objects:,}")
+        if deleted_events != result.objects:
+            result.problems.append(f"{deleted_events:,} deletion events, not {result.objects:,}")
+
+    # ----------------------------------------------------------------------
+    # (a) bare DeleteObjects
+
+    def bare(self) -> Result:
+        keys, _, seeded = self.seed("bare", self.args.objects, records=False)
+        errors = 0
+        started = time.perf_counter()
+        for start in range(0, len(keys), 1000):
+            # Quiet=False, as the engine sends it: it needs each key's answer.
+            response = self.client.delete_objects(
+                Bucket=BUCKET,
+                Delete={"Objects": [{"Key": k} for k in keys[start : start + 1000]]},
+            )
+            errors += len(response.get("Errors", ()))
+        elapsed = time.perf_counter() - started
+        result = Result(
+            "(a) bare boto3 delete_objects, 1,000 keys a request", len(keys), elapsed, seeded
+        )
+        result.details.append(f"{-(-len(keys) // 1000)} requests, sequential")
+        if errors:
+            result.problems.append(f"{errors:,} keys answered with an error")
+        self.check_gone("bare", result)
+        return result
+
+    # ----------------------------------------------------------------------
+    # (b) the command, inline
+
+    def inline(self) -> Result:
+        from django.core.management import call_command
+
+        from retention.models import Run
+
+        keys, version, seeded = self.seed("inline", self.args.objects, records=True)
+        out, err = io.StringIO(), io.StringIO()
+        data_class = version.policy.data_class
+
+        def command() -> None:
+            call_command(
+                "run_retention", "--data-class", data_class, "--json", stdout=out, stderr=err
+            )
+
+        profiler = None
+        if self.args.profile_inline:
+            import cProfile
+
+            profiler = cProfile.Profile()
+        started = time.perf_counter()
+        if profiler is not None:
+            profiler.runcall(command)
+        else:
+            command()
+        elapsed = time.perf_counter() - started
+        label = "(b) run_retention inline, full audit trail"
+        if profiler is not None:
+            label += " (UNDER cProfile)"
+        result = Result(label, len(keys), elapsed, seeded)
+        run = Run.objects.get(pk=json.loads(out.getvalue())["run_id"])
+        self.check_run(run, result)
+        self.check_gone("inline", result)
+        if profiler is not None:
+            profiler.dump_stats(self.args.profile_inline)
+            result.details.append(f"profile written to {self.args.profile_inline}")
+        return result
+
+    # ----------------------------------------------------------------------
+    # (c) the command, queued to a qcluster
+
+    def subprocess_env(self, workers: int) -> dict[str, str]:
+        from django.conf import settings
+
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if k not in ("REDIS_URL", "DATABASE_URL", "DJANGO_SETTINGS_MODULE")
+            and not k.startswith("Q_")
+        }
+        env.update(
+            DJANGO_SETTINGS_MODULE="config.settings",
+            DATABASE_URL=common.database_url(self.db_name),
+            RETENTION_DIGEST_KEY=settings.RETENTION_DIGEST_KEY,
+            Q_CLUSTER_NAME=f"lethe-bench-{uuid.uuid4().hex[:8]}",
+            Q_WORKERS=str(workers),
+        )
+        if self.args.broker == "redis":
+            env["REDIS_URL"] = self.args.redis_url
+        return env
+
+    def queued(self, workers: int) -> Result:
+        from django_q.models import Task
+
+        from retention.models import Run, RunStatus
+
+        variant = f"queue{workers}"
+        keys, version, seeded = self.seed(variant, self.args.objects, records=True)
+        env = self.subprocess_env(workers)
+        cluster = QCluster(env, Path(tempfile.mkdtemp(prefix="lethe-bench-qcluster-")))
+        cluster.start()
+        try:
+            cluster.wait_ready()
+            started = time.perf_counter()
+            done = subprocess.run(
+                [
+                    sys.executable,
+                    "manage.py",
+                    "run_retention",
+                    "--enqueue",
+                    "--json",
+                    "--data-class",
+                    version.policy.data_class,
+                ],
+                cwd=common.REPO_ROOT,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=300,
+            )
+            if done.returncode != 0:
+                raise SystemExit(f"run_retention --enqueue failed:\n{done.stderr}")
+            accepted = time.perf_counter() - started
+            run = Run.objects.get(pk=json.loads(done.stdout)["run_id"])
+            deadline = time.monotonic() + self.args.queue_timeout
+            while run.status == RunStatus.RUNNING:
+                if time.monotonic() > deadline or cluster.process_died():
+                    raise SystemExit(
+                        f"queued run {run.pk} still running after {self.args.queue_timeout:g} s "
+                        f"(deleted {run.deleted:,}); qcluster log:\n{cluster.log_tail()}"
+                    )
+                time.sleep(0.05)
+                run.refresh_from_db()
+            elapsed = time.perf_counter() - started
+        finally:
+            cluster.stop()
+        result = Result(
+            f"(c) run_retention --enqueue, qcluster {workers} workers",
+            len(keys),
+            elapsed,
+            seeded,
+        )
+        ledger = (run.finished_at - run.started_at).total_seconds() if run.finished_at else 0
+        result.details.append(
+            f"command exited after {accepted:.1f} s; ledger started→finished {ledger:.1f} s"
+        )
+        tasks = list(Task.objects.filter(group="retention", cluster=env["Q_CLUSTER_NAME"]))
+        dispatchers = [t for t in tasks if t.func.endswith("run_dispatch")]
+        batches = [t for t in tasks if t.func.endswith("batch_dispose")]
+        if dispatchers:
+            # django-q2 stamps "started" at publication: queue wait included.
+            held = sum((t.stopped - t.started).total_seconds() for t in dispatchers)
+            result.details.append(
+                f"the dispatcher task kept 1 of the {workers} workers for the whole run "
+                f"({held:.1f} s from publication to its end), leaving {workers - 1} for "
+                f"the {len(batches)} batch tasks"
+            )
+        self.check_run(run, result)
+        self.check_gone(variant, result)
+        return result
+
+    # ----------------------------------------------------------------------
+    # (d) naive per-object loop
+
+    def naive(self) -> Result:
+        from django.core.files.storage import storages
+
+        from retention.models import RetentionRecord
+
+        keys, version, seeded = self.seed("naive", self.args.naive_objects, records=True)
+        storage = storages["default"]
+        records = RetentionRecord.objects.filter(data_class=version.policy.data_class)
+        started = time.perf_counter()
+        for record in records.order_by("id").iterator():
+            storage.delete(record.object_key)
+            record.delete()
+        elapsed = time.perf_counter() - started
+        result = Result(
+            "(d) naive storage.delete + row delete, per object", len(keys), elapsed, seeded
+        )
+        if records.exists():
+            result.problems.append("records left")
+        self.check_gone("naive", result)
+        return result
+
+
+class QCluster:
+    """``manage.py qcluster`` in its own session, stopped the NOTES.md way."""
+
+    def __init__(self, env: dict[str, str], log_dir: Path) -> None:
+        self.env = env
+        self.log_path = log_dir / "qcluster.log"
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        with self.log_path.open("wb") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "manage.py", "qcluster"],
+                cwd=common.REPO_ROOT,
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+
+    def log_tail(self) -> str:
+        return self.log_path.read_text(errors="replace")[-4000:]
+
+    def process_died(self) -> bool:
+        return self.process is None or self.process.poll() is not None
+
+    def wait_ready(self) -> None:
+        deadline = time.monotonic() + QCLUSTER_START_TIMEOUT
+        while " running." not in self.log_path.read_text(errors="replace"):
+            if self.process_died() or time.monotonic() > deadline:
+                self.stop()
+                raise SystemExit(f"qcluster did not start:\n{self.log_tail()}")
+            time.sleep(0.2)
+
+    def stop(self) -> None:
+        if self.process is None or self.process.poll() is not None:
+            return
+        # One SIGINT to the main process only (NOTES.md), SIGKILL as fallback.
+        self.process.send_signal(signal.SIGINT)
+        try:
+            self.process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(timeout=10)
+
+
+def verdict(ok: bool) -> str:
+    return "yes" if ok else "NO"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--objects", type=int, default=20_000, help="objects per variant")
+    parser.add_argument(
+        "--naive-objects", type=int, default=2_000, help="objects of the naive loop (d)"
+    )
+    parser.add_argument("--seed-threads", type=int, default=8, help="threads putting objects")
+    parser.add_argument("--skip-queue", action="store_true", help="leave out (c)")
+    parser.add_argument(
+        "--queue-workers",
+        type=int,
+        nargs="+",
+        default=[2, 3],
+        help="qcluster worker counts for (c); the first one is the ratio's (default: 2 3)",
+    )
+    parser.add_argument(
+        "--broker",
+        choices=["orm", "redis"],
+        default="orm",
+        help="django-q2 broker of (c): the ORM broker on the database (default), or Redis",
+    )
+    parser.add_argument("--redis-url", default=os.environ.get("REDIS_URL", ""))
+    parser.add_argument(
+        "--queue-timeout", type=float, default=900.0, help="seconds a queued run may take"
+    )
+    parser.add_argument(
+        "--profile-inline",
+        metavar="PATH",
+        help="run (b) under cProfile and write its stats here (the figure is then not comparable)",
+    )
+    args = parser.parse_args()
+    if args.broker == "redis" and not args.redis_url:
+        parser.error("--broker redis needs --redis-url or REDIS_URL")
+
+    common.aws_dummy_environment()
+    # The server first: the project's settings build the default storage
+    # (django-storages S3Storage) from these variables, in this process and in
+    # the qcluster and command subprocesses alike.
+    moto = common.start_moto()
+    try:
+        os.environ.update(
+            AWS_STORAGE_BUCKET_NAME=BUCKET,
+            AWS_S3_ENDPOINT_URL=moto.endpoint_url,
+            AWS_S3_REGION_NAME=common.REGION,
+        )
+        os.environ.pop("RETENTION_STORAGE_RATE_LIMITS", None)
+        common.setup_django()
+        return measure(args, moto)
+    finally:
+        common.stop_moto(moto)
+
+
+def measure(args: argparse.Namespace, moto: common.MotoServer) -> int:
+    from django.db import connection
+
+    from retention.conf import settings as retention_settings
+    from retention.services.evidence import VerifyResult, chain_verify
+
+    problem = common.postgresql_missing()
+    if problem:
+        print(problem, file=sys.stderr)
+        return 2
+    if retention_settings.STORAGE_RATE_LIMITS:
+        print("RETENTION_STORAGE_RATE_LIMITS is set: the rate gate must be off.", file=sys.stderr)
+        return 2
+    load_before = common.load_average()
+    with common.fresh_database() as db_name:
+        bench = Bench(args, moto, db_name)
+        common.create_bucket(bench.client, BUCKET)
+        print(
+            f"database: {connection.vendor} ({db_name}); S3: moto at {moto.endpoint_url}, "
+            f"bucket {BUCKET}, 64-byte objects; objects per variant: {args.objects:,} "
+            f"(naive: {args.naive_objects:,}); batch size {BATCH_SIZE}; no rate limit; "
+            f"seeding ({args.seed_threads} threads) not timed"
+        )
+        for line in common.machine_description():
+            print(line)
+        sys.stdout.flush()
+
+        results: dict[str, Result] = {}
+
+        def report(key: str, result: Result) -> None:
+            results[key] = result
+            print(
+                f"{result.label}: {result.rate:,.0f} objects/s  ({result.objects:,} in "
+                f"{result.seconds:.2f} s; seeded in {result.seeded_in:.0f} s; "
+                + "; ".join(result.details)
+                + ")"
+            )
+            for problem in result.problems:
+                print(f"    CHECK FAILED: {problem}")
+            sys.stdout.flush()
+
+        report("a", bench.bare())
+        report("b", bench.inline())
+        if not args.skip_queue:
+            for index, workers in enumerate(args.queue_workers):
+                report("c" if index == 0 else f"c{workers}", bench.queued(workers))
+        report("d", bench.naive())
+
+        verdicts = [item for item in chain_verify() if isinstance(item, VerifyResult)]
+        chain = verdicts[-1] if verdicts else None
+        chain_ok = chain is not None and chain.ok
+        print(
+            f"hash chain: {'ok' if chain_ok else 'BROKEN'} "
+            f"({chain.batches if chain else 0:,} batches, {chain.events if chain else 0:,} events)"
+            + (f": {chain.broken}" if chain and chain.broken else "")
+        )
+
+    a, b, d = results["a"].rate, results["b"].rate, results["d"].rate
+    bare_ratio = b / a if a else 0.0
+    naive_ratio = b / d if d else 0.0
+    print(
+        f"(b)/(a) = {bare_ratio:.2f}  (target at least {TARGET_BARE}): "
+        f"{verdict(bare_ratio >= TARGET_BARE)}"
+    )
+    if "c" in results:
+        print(
+            f"(c)/(a) = {results['c'].rate / a if a else 0.0:.2f}  (no target; "
+            f"qcluster {args.queue_workers[0]} workers, {args.broker} broker)"
+        )
+    print(
+        f"(b)/(d) = {naive_ratio:.1f}  (target at least {TARGET_NAIVE:g}): "
+        f"{verdict(naive_ratio >= TARGET_NAIVE)}"
+    )
+    if args.profile_inline:
+        print("(b) ran under cProfile: its figure and the ratios are not comparable.")
+    print(f"load average before: {load_before}; after: {common.load_average()}")
+    if not chain_ok or any(r.problems for r in results.values()):
+        return 2
+    return 0 if bare_ratio >= TARGET_BARE and naive_ratio >= TARGET_NAIVE else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -17,7 +17,6 @@ import os
 import statistics
 import sys
 import time
-from collections.abc import Collection, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -32,24 +31,7 @@ django.setup()
 from django.conf import settings  # noqa: E402
 from django.db import connection  # noqa: E402
 
-from retention.storage import KeyResult, Outcome  # noqa: E402
-
 NOW = datetime(2026, 3, 14, 12, 0, tzinfo=UTC)
-
-
-class NullAdapter:
-    """Reports every key deleted without touching anything."""
-
-    def __init__(self, alias: str, storage: Any = None) -> None:
-        self.alias = alias
-
-    def check(self) -> None:
-        return None
-
-    def delete_many(
-        self, keys: Sequence[str], *, erase_versions: bool = False, probe: Collection[str] = ()
-    ) -> dict[str, KeyResult]:
-        return {key: KeyResult(key, Outcome.DELETED) for key in keys}
 
 
 def seed(count: int, version: Any, offset: int) -> None:
@@ -75,9 +57,11 @@ def seed(count: int, version: Any, offset: int) -> None:
 
 
 def unchained_append(events: Any, *, run_id: Any, now: datetime, **_: Any) -> list[Any]:
-    from retention.models import DeletionEvent
+    # The same insert as the chained path (COPY on PostgreSQL), without the
+    # batch, the hashing and the chain head.
+    from retention.services.evidence import _insert
 
-    DeletionEvent.objects.bulk_create(events, ignore_conflicts=True)
+    _insert(events)
     return list(events)
 
 
@@ -105,7 +89,7 @@ def main() -> int:
     args = parser.parse_args()
 
     settings.RETENTION_DIGEST_KEY = "bench"
-    settings.RETENTION_STORAGE_ADAPTERS = {"default": "benchmarks.chain_cost.NullAdapter"}
+    settings.RETENTION_STORAGE_ADAPTERS = {"default": "benchmarks.common.NullAdapter"}
     original_name = connection.settings_dict["NAME"]
     connection.creation.create_test_db(verbosity=0, autoclobber=True)
     try:

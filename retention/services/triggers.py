@@ -11,19 +11,17 @@ same database, committed with the run.
 from __future__ import annotations
 
 import logging
-import uuid
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 from django.db import IntegrityError, transaction
 from django.utils import timezone
-from django_q.conf import Conf  # type: ignore[import-untyped]
 from django_q.tasks import async_task  # type: ignore[import-untyped]
 
 from retention.conf import settings
 from retention.exceptions import RetentionError
 from retention.models import Run, RunExecutor, RunTrigger, SeenRequestSignature
-from retention.services.dispatch import DISPATCH_TASK, run_dispatch
+from retention.services.dispatch import DISPATCH_TASK
 from retention.services.runs import run_abort, run_start
 
 logger = logging.getLogger("retention.api")
@@ -105,5 +103,6 @@ def run_execute_queued(run_id: str, max_seconds: float | None = None) -> str:
 
     Kept so that tasks already in a broker during an upgrade still run.
     """
-    budget = Conf.TIMEOUT * 0.8 if Conf.TIMEOUT else None
-    return run_dispatch(run_id=uuid.UUID(run_id), budget_seconds=budget)
+    from retention.tasks import run_dispatch as dispatch_task
+
+    return dispatch_task({"run_id": run_id})

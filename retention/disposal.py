@@ -8,7 +8,7 @@ for database rows (delete or redact) can be added behind the same interface.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -31,6 +31,17 @@ class Disposer(Protocol):
     ) -> dict[int, KeyResult]: ...
 
 
+def can_overlap(disposer: Disposer, storages: Iterable[str], gate: RateGate) -> bool:
+    """Whether disposing into these storages may run beside the database work.
+
+    Only for a disposer that says so, whose adapters are thread-safe, and
+    with no rate to keep: a paced page waits for the gate, whose state is in
+    the database, and its rate bounds the run anyway.
+    """
+    check = getattr(disposer, "can_overlap", None)
+    return bool(check is not None and check(storages, gate))
+
+
 class ObjectDisposer:
     def __init__(self, adapter_for: Callable[[str], StorageAdapter] = get_adapter) -> None:
         self._adapter_for = adapter_for
@@ -40,6 +51,13 @@ class ObjectDisposer:
         if alias not in self._adapters:
             self._adapters[alias] = self._adapter_for(alias)
         return self._adapters[alias]
+
+    def can_overlap(self, storages: Iterable[str], gate: RateGate) -> bool:
+        return all(
+            getattr(self.adapter(alias), "thread_safe", False)
+            and gate.for_storage(alias).slice_size is None
+            for alias in storages
+        )
 
     def dispose(
         self, items: Sequence[DisposalItem], *, erase_versions: bool, gate: RateGate

@@ -15,6 +15,7 @@ the algorithm so a customer can re-implement it.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
@@ -49,6 +50,9 @@ _SORTED_FIELDS = tuple(sorted(LEAF_FIELDS))
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 
 
+# Cached: a page of events shares one occurred_at, and uploads of one batch
+# often share their expiry; equal datetimes are one instant.
+@functools.lru_cache(maxsize=4096)
 def timestamp(value: datetime) -> str:
     """RFC 3339, UTC, microseconds, 'Z': one spelling per instant."""
     if value.utcoffset():

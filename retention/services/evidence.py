@@ -8,6 +8,7 @@ chain head), never on one lock per event.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import time
 import uuid
@@ -76,6 +77,12 @@ _INSERTED = (
 AnyEvent = DeletionEvent | NewEvent
 
 
+@functools.lru_cache(maxsize=64)
+def _run_json(run_id: uuid.UUID | None) -> str:
+    # One run per page: its id is spelled once, not once per event.
+    return _str(str(run_id)) if run_id else "null"
+
+
 def event_leaf(event: AnyEvent) -> bytes:
     """``evidence.leaf_hash(event_fields(event))``, without the dict: this runs
     for every event of every page, so the canonical JSON is written directly
@@ -93,7 +100,7 @@ def event_leaf(event: AnyEvent) -> bytes:
         f'"policy_version":{int(event.policy_version_number)},'
         f'"reason":{_str(event.reason)},'
         f'"record_id":{int(event.record_id)},'
-        f'"run_id":{_str(str(event.run_id)) if event.run_id else "null"},'
+        f'"run_id":{_run_json(event.run_id)},'
         f'"tenant_id":{_str(event.tenant_id)}}}'
     )
     return hashlib.sha256(b"\x00" + text.encode()).digest()

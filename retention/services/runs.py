@@ -6,7 +6,9 @@ claimed pages: claim (short transaction, SKIP LOCKED) → re-check (short
 transaction) → delete (no transaction, no lock) → finalize (short
 transaction: row state, event and run counts together). Every step is safe to
 repeat; a crash anywhere leaves rows whose lease expires and which the next
-claimer probes before deleting again.
+claimer probes before deleting again. On a thread-safe store with no rate to
+keep, a page's delete runs in a thread while the previous page is finalized
+(``_Overlap``).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -27,7 +30,7 @@ from django.utils import timezone
 
 from retention import metrics
 from retention.conf import settings
-from retention.disposal import DisposalItem, Disposer, ObjectDisposer
+from retention.disposal import DisposalItem, Disposer, ObjectDisposer, can_overlap
 from retention.exceptions import RunRefused
 from retention.models import (
     RUN_COUNT_FIELDS,
@@ -377,14 +380,19 @@ def claimed_item(
 def _claim_returning(
     candidates: Any, token: uuid.UUID, lease_until: datetime, marks: dict[str, Any]
 ) -> tuple[dict[int, Any], list[dict[str, Any]]]:
-    """PostgreSQL: lock, move and read the page in one statement.
+    """PostgreSQL: lock the page, then move and read it in one statement.
 
-    ``candidates`` is the SKIP LOCKED selection of (id, disposal_started_at);
-    it becomes a CTE, so its value from before the update (was an earlier
-    attempt under way?) comes back with the updated row.
+    ``candidates`` is the SKIP LOCKED selection of (id, disposal_started_at):
+    its value from before the update says whether an earlier attempt was
+    under way. The update names its rows by an array of ids, so it fetches
+    them by primary key whatever the planner believes of the table (a join
+    to the locking query turned into a scan of the whole table, or worse,
+    when the statistics were stale).
     """
+    earlier = dict(candidates)
+    if not earlier:
+        return {}, []
     qn = connection.ops.quote_name
-    select_sql, select_params = candidates.query.sql_with_params()
     record = RetentionRecord._meta
     version = PolicyVersion._meta
     policy = Policy._meta
@@ -394,27 +402,24 @@ def _claim_returning(
     for name, value in marks.items():
         sets.append(f"{qn(name)} = %s")
         params.append(value)
-    plain = [f for f in CLAIM_FIELDS if "__" not in f and f != "disposal_started_at"]
+    plain = [f for f in CLAIM_FIELDS if "__" not in f]
     returning = [f"r.{qn(f)}" for f in plain] + [
-        f"picked.{qn('disposal_started_at')}",
         f"p.{qn('data_class')}",
         f"v.{qn('number')}",
         f"v.{qn('disposition')}",
         f"v.{qn('erase_all_versions')}",
     ]
     sql = (
-        f"WITH picked AS ({select_sql}) "
         f"UPDATE {qn(record.db_table)} AS r SET {', '.join(sets)} "
-        f"FROM picked, {qn(version.db_table)} AS v, {qn(policy.db_table)} AS p "
-        f"WHERE r.{qn('id')} = picked.{qn('id')} AND v.{qn('id')} = r.{qn('policy_version_id')} "
+        f"FROM {qn(version.db_table)} AS v, {qn(policy.db_table)} AS p "
+        f"WHERE r.{qn('id')} = ANY(%s) AND v.{qn('id')} = r.{qn('policy_version_id')} "
         f"AND p.{qn('id')} = v.{qn('policy_id')} RETURNING {', '.join(returning)}"
     )
     with connection.cursor() as cursor:
-        cursor.execute(sql, [*select_params, *params])
+        cursor.execute(sql, [*params, list(earlier)])
         fetched = cursor.fetchall()
     names = [
         *plain,
-        "disposal_started_at",
         "policy_version__policy__data_class",
         "policy_version__number",
         "policy_version__disposition",
@@ -424,7 +429,7 @@ def _claim_returning(
         (dict(zip(names, values, strict=True)) for values in fetched),
         key=lambda row: (row["expires_at"], row["id"]),
     )
-    return {row["id"]: row["disposal_started_at"] for row in rows}, rows
+    return earlier, rows
 
 
 def _claim_portable(
@@ -867,18 +872,7 @@ def claim_dispose(
         return total
     disposer = disposer or ObjectDisposer()
     gate = gate or gate_for(data_class=proceed[0].data_class)
-    results: dict[int, KeyResult] = {}
-    for erase in (False, True):
-        group = [item for item in proceed if item.erase_all_versions is erase]
-        if not group:
-            continue
-        items = [
-            DisposalItem(
-                record_id=i.record_id, storage=i.storage, object_key=i.object_key, probe=i.probe
-            )
-            for i in group
-        ]
-        results.update(disposer.dispose(items, erase_versions=erase, gate=gate))
+    results = _dispose(proceed, disposer, gate)
     finalized = _finalize(
         claim,
         proceed,
@@ -888,6 +882,82 @@ def claim_dispose(
     )
     total.counts.update(finalized.counts)
     return total
+
+
+def _dispose(
+    items: Sequence[ClaimedItem], disposer: Disposer, gate: RateGate
+) -> dict[int, KeyResult]:
+    """The storage step: no transaction, no lock, no database."""
+    results: dict[int, KeyResult] = {}
+    for erase in (False, True):
+        group = [item for item in items if item.erase_all_versions is erase]
+        if not group:
+            continue
+        disposal = [
+            DisposalItem(
+                record_id=i.record_id, storage=i.storage, object_key=i.object_key, probe=i.probe
+            )
+            for i in group
+        ]
+        results.update(disposer.dispose(disposal, erase_versions=erase, gate=gate))
+    return results
+
+
+@dataclass
+class _InFlight:
+    claim: Claim
+    deleting: Future[dict[int, KeyResult]]
+    max_attempts: int
+
+
+class _Overlap:
+    """One claimed page's deletes in flight while the engine writes the last one.
+
+    Deleting a page is network time and finalizing the one before is
+    database time: on a thread-safe adapter with no rate to keep, the two
+    overlap. Pages are still finalized one by one, in claim order, on the
+    engine's thread and its connection; the delete thread never touches the
+    database.
+    """
+
+    def __init__(self, clock: Clock, progress: ProgressFn | None, run: Run) -> None:
+        self.clock = clock
+        self.progress = progress
+        self.run = run
+        self.in_flight: _InFlight | None = None
+        self.executor: ThreadPoolExecutor | None = None
+
+    def submit(
+        self, claim: Claim, disposer: Disposer, gate: RateGate, *, max_attempts: int
+    ) -> None:
+        # The inline claim was the re-check: its items go to storage as they are.
+        assert claim.rechecked
+        if self.executor is None:
+            self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="retention-delete")
+        deleting = self.executor.submit(_dispose, claim.items, disposer, gate)
+        self.settle()
+        self.in_flight = _InFlight(claim, deleting, max_attempts)
+
+    def settle(self) -> None:
+        """Finalize the page in flight, if any (re-raises its delete's error)."""
+        if self.in_flight is None:
+            return
+        page, self.in_flight = self.in_flight, None
+        results = page.deleting.result()
+        outcome = _finalize(
+            page.claim, page.claim.items, results, max_attempts=page.max_attempts, now=self.clock()
+        )
+        _count_page(self.run, page.claim, outcome)
+        if self.progress:
+            self.progress(self.run)
+
+    def close(self) -> None:
+        # Only on failure is a page still in flight here: it keeps its lease
+        # and its disposal mark, so the next claimer probes it. A delete not
+        # started yet is dropped; one under way is waited for, so no request
+        # outlives the run.
+        if self.executor is not None:
+            self.executor.shutdown(wait=True, cancel_futures=True)
 
 
 # --------------------------------------------------------------------------
@@ -1133,17 +1203,54 @@ def _execute(
     }
     gates = {name: gate_for(data_class=name, rate_limit=r.rate_limit) for name, r in rules.items()}
     disposer = disposer or ObjectDisposer()
+    overlap = _Overlap(clock, progress, run)
+    try:
+        return _sweep(
+            run,
+            rules=rules,
+            gates=gates,
+            disposer=disposer,
+            overlap=overlap,
+            started=started,
+            clock=clock,
+            max_seconds=max_seconds,
+            progress=progress,
+            sleep=sleep,
+        )
+    finally:
+        overlap.close()
+
+
+def _sweep(
+    run: Run,
+    *,
+    rules: dict[str, ClassRules],
+    gates: dict[str, RateGate],
+    disposer: Disposer,
+    overlap: _Overlap,
+    started: float,
+    clock: Clock,
+    max_seconds: float | None,
+    progress: ProgressFn | None,
+    sleep: Callable[[float], None],
+) -> Run:
+    # The counts as measured; from here on this engine, holding the run's
+    # lease, is their only writer, and keeps its copy current page by page.
+    run.refresh_from_db()
     remaining = run.limit
     active = list(run.data_classes)
     last_heartbeat = 0.0  # the first page renews at once: measuring may have been long
     while True:
         if kill_switch_is_paused():
+            overlap.settle()
             return run_finish(run, RunStatus.PAUSED, "kill switch engaged", clock())
         if max_seconds is not None and time.monotonic() - started >= max_seconds:
+            overlap.settle()
             return run_finish(
                 run, RunStatus.STOPPED, f"time budget of {max_seconds:g}s reached", clock()
             )
         if remaining is not None and remaining <= 0:
+            overlap.settle()
             return run_finish(
                 run, RunStatus.STOPPED, f"limit of {run.limit} records reached", clock()
             )
@@ -1173,20 +1280,26 @@ def _execute(
             claimed_any = True
             if remaining is not None:
                 remaining -= len(claim)
-            claim_dispose(
-                claim=claim,
-                clock=clock,
-                disposer=disposer,
-                gate=gates[name],
-                max_attempts=rules[name].max_attempts,
-            )
-            if progress:
-                run.refresh_from_db()
-                progress(run)
+            if can_overlap(disposer, {i.storage for i in claim.items}, gates[name]):
+                overlap.submit(claim, disposer, gates[name], max_attempts=rules[name].max_attempts)
+            else:
+                overlap.settle()
+                outcome = claim_dispose(
+                    claim=claim,
+                    clock=clock,
+                    disposer=disposer,
+                    gate=gates[name],
+                    max_attempts=rules[name].max_attempts,
+                )
+                _count_page(run, claim, outcome)
+                if progress:
+                    progress(run)
             if remaining is not None and remaining <= 0:
                 break
         if claimed_any:
             continue
+        # Nothing left to claim: the page in flight may still schedule retries.
+        overlap.settle()
         due = retry_next_due(run)
         if due is None:
             break
@@ -1197,7 +1310,16 @@ def _execute(
         if wait > min(settings.RETRY_WAIT_IN_RUN_SECONDS, budget_left):
             break
         sleep(max(wait, 0.0) + 0.01)
+    overlap.settle()
     return run_finish(run, RunStatus.FINISHED, "", clock())
+
+
+def _count_page(run: Run, claim: Claim, outcome: ClaimOutcome) -> None:
+    """Add a finalized page to the run's counts in memory (already in the database)."""
+    run.claimed += len(claim)
+    for name, n in outcome.counts.items():
+        if name in RUN_COUNT_FIELDS or name == "retried":
+            setattr(run, name, getattr(run, name) + n)
 
 
 def _rules_args(data: dict) -> dict:

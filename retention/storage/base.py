@@ -37,6 +37,14 @@ class StorageUnavailable(Exception):
 
 
 class StorageAdapter(Protocol):
+    """What the engine needs of a store.
+
+    An adapter may also set ``thread_safe = True``: its ``delete_many`` may
+    then run in a thread of its own while the engine's thread writes the
+    previous page to the database. Adapters without it are called from the
+    engine's thread only (a Django storage may itself use the database).
+    """
+
     alias: str
 
     def check(self) -> None:

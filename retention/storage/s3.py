@@ -128,6 +128,9 @@ def client_config(
 
 
 class S3Adapter:
+    # boto3 clients are thread-safe, and deleting touches no database.
+    thread_safe = True
+
     def __init__(
         self,
         alias: str,

@@ -19,6 +19,9 @@ would, so every claim takes fresh rows from wherever they lie in the heap and
 walks the dead index entries the previous pages left, as the engine's own
 pages do. Re-claiming one page (resetting it to ``active`` in between) would
 time rows that every repetition makes hotter and moves to fresh heap pages.
+Each page resumes after the previous page's last ``(expires_at, id)``, as the
+inline engine's pages do, so the rows earlier pages walked past (a held
+tenant's expired rows, say) are not walked again by every page.
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/lethe_bench python benchmarks/claim_scale.py
     ... benchmarks/claim_scale.py --sizes 50000 200000 --repetitions 5   # a quick check
@@ -139,7 +142,7 @@ def measure(
     now: datetime,
 ) -> Stage:
     from retention.models import RetentionRecord, RunMode, RunStatus
-    from retention.services.runs import records_claim, run_finish, run_start
+    from retention.services.runs import claim_cursor, records_claim, run_finish, run_start
 
     print(f"\n== {rows:,} tracked rows ==")
     seconds = seed_sql.seed(rows, versions=versions, now=now, progress=print)
@@ -162,24 +165,29 @@ def measure(
 
     run = run_start(mode=RunMode.ENFORCE, data_classes=[data_class], now=now)
     try:
-        # Warm-up page, untimed; its SELECT is the one explained, then run
-        # again by EXPLAIN ANALYZE (rolled back) on the next page.
-        with CaptureQueriesContext(connection) as queries:
-            claim = records_claim(run=run, data_class=data_class, limit=page, now=now)
+        # Warm-up page, untimed. Each page after it resumes after the last
+        # one (records_claim(after=...)), as the inline engine's pages do.
+        claim = records_claim(run=run, data_class=data_class, limit=page, now=now)
         finalize(claim.token)
-        plan = explain(locking_statement(queries)["sql"])
+        after = claim_cursor(claim)
         timings, locking_timings = [], []
         for _ in range(repetitions):
             # Capturing costs microseconds a statement, and tells the SQL
             # apart from the Python around it.
             with CaptureQueriesContext(connection) as queries:
                 started = time.perf_counter()
-                claim = records_claim(run=run, data_class=data_class, limit=page, now=now)
+                claim = records_claim(
+                    run=run, data_class=data_class, limit=page, now=now, after=after
+                )
                 timings.append(time.perf_counter() - started)
+            after = claim_cursor(claim)
             locking_timings.append(float(locking_statement(queries)["time"]))
             if len(claim) != page:
                 raise SystemExit(f"a claim took {len(claim)} rows, not {page}")
             finalize(claim.token)
+        # The last timed page's SELECT, run again by EXPLAIN ANALYZE (rolled
+        # back): it walks from the same cursor over the page just finalized.
+        plan = explain(locking_statement(queries)["sql"])
     finally:
         run_finish(run, RunStatus.FINISHED, "", now)
     stage = Stage(rows, seconds, claimable, timings, locking_timings, plan)

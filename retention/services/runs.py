@@ -464,6 +464,7 @@ def records_claim(
     now: datetime,
     lease_seconds: float | None = None,
     start_disposal: bool = False,
+    after: tuple[datetime, int] | None = None,
 ) -> Claim:
     """Move up to ``limit`` eligible rows to ``deleting`` under a fresh lease.
 
@@ -475,6 +476,11 @@ def records_claim(
     are expired and unheld against the holds as they are now — what the
     re-check would verify — and marks them as being disposed of in the same
     write, sparing each row a second update and the page a transaction.
+
+    ``after``: the ``(expires_at, id)`` of the last row the caller's previous
+    page took; the walk starts there instead of at the oldest due row, past
+    what earlier pages skipped (held rows, rows locked by other claimers).
+    A caller that gets nothing after its cursor claims once more without it.
     """
     token = uuid.uuid4()
     cutoff = class_cutoff(run, data_class)
@@ -488,6 +494,7 @@ def records_claim(
             .filter(data_class=data_class)
             .claimable(cutoff=cutoff, now=now)
             .not_held()
+            .filter(_after_q(after))
             .order_by("expires_at", "id")
             .select_for_update(skip_locked=True, of=("self",))
             .values_list("id", "disposal_started_at")[:limit]
@@ -507,6 +514,23 @@ def records_claim(
         lease_seconds=lease_seconds,
         rechecked=start_disposal,
     )
+
+
+def _after_q(after: tuple[datetime, int] | None) -> Q:
+    if after is None:
+        return Q()
+    expires_at, record_id = after
+    # The lower bound is what the index walk starts from; the exclusion is
+    # the few rows of the same instant that came before.
+    return Q(expires_at__gte=expires_at) & ~Q(expires_at=expires_at, id__lte=record_id)
+
+
+def claim_cursor(claim: Claim) -> tuple[datetime, int] | None:
+    """Where the next page of the same walk starts (``records_claim(after=)``)."""
+    if not claim.items:
+        return None
+    last = max(claim.items, key=lambda item: (item.expires_at, item.record_id))
+    return last.expires_at, last.record_id
 
 
 # --------------------------------------------------------------------------
@@ -1239,6 +1263,9 @@ def _sweep(
     run.refresh_from_db()
     remaining = run.limit
     active = list(run.data_classes)
+    # Per class, where the next page's walk starts: the claim's cost then
+    # does not grow with what earlier pages walked past.
+    cursors: dict[str, tuple[datetime, int] | None] = dict.fromkeys(active)
     last_heartbeat = 0.0  # the first page renews at once: measuring may have been long
     while True:
         if kill_switch_is_paused():
@@ -1274,9 +1301,23 @@ def _sweep(
                 now=now,
                 lease_seconds=settings.LEASE_SECONDS + pacing,
                 start_disposal=True,
+                after=cursors[name],
             )
+            if not claim.items and cursors[name] is not None:
+                # The walk reached the end: one pass from the start picks up
+                # rows it went past (locked then, lease expired, retry due).
+                cursors[name] = None
+                claim = records_claim(
+                    run=run,
+                    data_class=name,
+                    limit=size,
+                    now=now,
+                    lease_seconds=settings.LEASE_SECONDS + pacing,
+                    start_disposal=True,
+                )
             if not claim.items:
                 continue
+            cursors[name] = claim_cursor(claim)
             claimed_any = True
             if remaining is not None:
                 remaining -= len(claim)

@@ -596,6 +596,33 @@ def test_kill_switch__paused_mid_run_stops_claiming(make_policy, now, approver):
     assert sum(1 for r in records if exists(r)) == 2
 
 
+def test_claim_cursor__a_row_the_walk_went_past_is_taken_by_the_final_pass(
+    make_policy, now, approver
+):
+    # Oldest first: the held row is the first the walk meets, and goes past.
+    make_policy(batch_size=1)
+    held = put_tracked(now=now - timedelta(days=33))
+    others = [put_tracked(now=now - timedelta(days=32, seconds=-i)) for i in range(2)]
+    hold = api.place_hold(reason="audit", placed_by=approver, record=held, now=now)
+    pages: list[int] = []
+
+    def release_after_first_page(run: Run) -> None:
+        pages.append(run.deleted)
+        if len(pages) == 1:
+            api.release_hold(hold, released_by=approver, reason="audit over", now=now)
+
+    run = start(now)
+    run = services.run_execute(run=run, clock=lambda: now, progress=release_after_first_page)
+
+    # Pages 1 and 2 took the two others, each after the last one's cursor;
+    # the walk then found nothing after the cursor and went once more from
+    # the start, where the released row now is.
+    assert run.status == "finished"
+    assert run.deleted == 3
+    assert not any(exists(r) for r in [held, *others])
+    assert outcomes(held) == [EventOutcome.SKIPPED_HELD, EventOutcome.DELETED]
+
+
 def test_zero_period__deleted_at_write_time_when_enforced(
     make_policy, now, django_capture_on_commit_callbacks
 ):

@@ -20,7 +20,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -52,10 +52,11 @@ from retention.services.runs import (
     Claim,
     ClaimedItem,
     ClaimOutcome,
+    Cursors,
     claim_dispose,
     claimed_item,
     held_skips_record,
-    records_claim,
+    records_claim_next,
     retry_next_due,
     run_execute,
     run_finish,
@@ -301,6 +302,8 @@ class _Dispatch:
     last_heartbeat: float = 0.0
     last_deferral_write: float = 0.0
     last_progress: float = 0.0
+    # Where each class's next claim resumes; a continuation task starts over.
+    cursors: Cursors = field(default_factory=dict)
 
 
 def run_dispatch(
@@ -540,8 +543,13 @@ def _claim_and_publish(state: _Dispatch, rules: dict[str, dict], now: datetime) 
         # pacing, which may make a batch wait behind every batch in flight.
         pacing = size / rate * settings.MAX_BATCHES_IN_FLIGHT if rate else 0.0
         lease_seconds = settings.LEASE_SECONDS + pacing
-        claim = records_claim(
-            run=run, data_class=name, limit=size, now=now, lease_seconds=lease_seconds
+        claim = records_claim_next(
+            cursors=state.cursors,
+            run=run,
+            data_class=name,
+            limit=size,
+            now=now,
+            lease_seconds=lease_seconds,
         )
         if not claim.items:
             continue

@@ -533,6 +533,25 @@ def claim_cursor(claim: Claim) -> tuple[datetime, int] | None:
     return last.expires_at, last.record_id
 
 
+Cursors = dict[str, tuple[datetime, int] | None]
+
+
+def records_claim_next(*, cursors: Cursors, data_class: str, **claim: Any) -> Claim:
+    """The next page of a run's walk over one class (``records_claim``'s arguments).
+
+    Resumes after the class's cursor, so the claim's cost does not grow with
+    what earlier pages walked past. When nothing is left after it, one pass
+    from the start picks up rows it went past (locked then, lease expired,
+    retry due, given back). Moves the cursor; an empty page clears it.
+    """
+    after = cursors.get(data_class)
+    page = records_claim(data_class=data_class, after=after, **claim)
+    if not page.items and after is not None:
+        page = records_claim(data_class=data_class, **claim)
+    cursors[data_class] = claim_cursor(page)
+    return page
+
+
 # --------------------------------------------------------------------------
 # Dispose a claim
 
@@ -1263,9 +1282,7 @@ def _sweep(
     run.refresh_from_db()
     remaining = run.limit
     active = list(run.data_classes)
-    # Per class, where the next page's walk starts: the claim's cost then
-    # does not grow with what earlier pages walked past.
-    cursors: dict[str, tuple[datetime, int] | None] = dict.fromkeys(active)
+    cursors: Cursors = {}
     last_heartbeat = 0.0  # the first page renews at once: measuring may have been long
     while True:
         if kill_switch_is_paused():
@@ -1294,30 +1311,17 @@ def _sweep(
             if time.monotonic() - last_heartbeat >= settings.RUN_LEASE_SECONDS / 10 or pacing:
                 _heartbeat(run, now, extra_seconds=pacing)
                 last_heartbeat = time.monotonic()
-            claim = records_claim(
+            claim = records_claim_next(
+                cursors=cursors,
                 run=run,
                 data_class=name,
                 limit=size,
                 now=now,
                 lease_seconds=settings.LEASE_SECONDS + pacing,
                 start_disposal=True,
-                after=cursors[name],
             )
-            if not claim.items and cursors[name] is not None:
-                # The walk reached the end: one pass from the start picks up
-                # rows it went past (locked then, lease expired, retry due).
-                cursors[name] = None
-                claim = records_claim(
-                    run=run,
-                    data_class=name,
-                    limit=size,
-                    now=now,
-                    lease_seconds=settings.LEASE_SECONDS + pacing,
-                    start_disposal=True,
-                )
             if not claim.items:
                 continue
-            cursors[name] = claim_cursor(claim)
             claimed_any = True
             if remaining is not None:
                 remaining -= len(claim)

@@ -151,6 +151,37 @@ def test_dispatch__one_task_per_batch_and_every_expired_object_deleted(make_poli
     assert all(events(r) == [EventOutcome.DELETED] for r in records)
 
 
+def test_dispatch__a_row_the_claims_went_past_is_taken_by_the_final_pass(
+    make_policy, now, approver
+):
+    # The held row is the oldest: the first claim walks past it, and the
+    # next ones resume after the cursor, behind which it is released.
+    make_policy(batch_size=1)
+    held = put_tracked(now=now - timedelta(days=42))
+    others = seed(2, now)
+    hold = api.place_hold(reason="audit", placed_by=approver, record=held, now=now)
+    queue = Queue(FakeTime(now))
+
+    def run_then_release(payload: dict[str, Any]) -> None:
+        queue.run_batch(payload)
+        if len(queue.batches) == 1:
+            api.release_hold(hold, released_by=approver, reason="audit over", now=now)
+
+    queue.deliver = run_then_release
+    run = enqueue(now, queue)
+
+    assert dispatch(run, queue) == RunStatus.FINISHED
+
+    run.refresh_from_db()
+    assert [batch["items"][0][0] for batch in queue.batches] == [
+        others[0].pk,
+        others[1].pk,
+        held.pk,
+    ]
+    assert run.deleted == 3
+    assert not any(exists(r) for r in [held, *others])
+
+
 def test_batch__payload_has_ids_and_row_versions_but_no_object_key(make_policy, now):
     make_policy(batch_size=10)
     records = seed(2, now)

@@ -4,7 +4,7 @@ For each size, on a fresh PostgreSQL database, seeds a realistic retention
 table with SQL (``benchmarks/seed_sql.py``: four data classes, one still
 report-only, 40 tenants, two years of history, a swept past and a year of
 backlog, failed and leased rows, tenant and record holds), VACUUM ANALYZE and
-CHECKPOINT, starts an enforcing run and times ``records_claim`` taking 1,000-row pages of
+CHECKPOINT, starts an enforcing run and times ``records_claim_next`` taking 1,000-row pages of
 one data class (``pod.scan`` by default: its eligible rows are not the
 earliest in the table, so a claim that walked other classes' rows would show
 it). Prints the median per size, the ratio (target: at most 1.5) and the
@@ -142,7 +142,7 @@ def measure(
     now: datetime,
 ) -> Stage:
     from retention.models import RetentionRecord, RunMode, RunStatus
-    from retention.services.runs import claim_cursor, records_claim, run_finish, run_start
+    from retention.services.runs import Cursors, records_claim_next, run_finish, run_start
 
     print(f"\n== {rows:,} tracked rows ==")
     seconds = seed_sql.seed(rows, versions=versions, now=now, progress=print)
@@ -166,21 +166,22 @@ def measure(
     run = run_start(mode=RunMode.ENFORCE, data_classes=[data_class], now=now)
     try:
         # Warm-up page, untimed. Each page after it resumes after the last
-        # one (records_claim(after=...)), as the inline engine's pages do.
-        claim = records_claim(run=run, data_class=data_class, limit=page, now=now)
+        # one, through the claim the inline engine and the dispatcher use.
+        cursors: Cursors = {}
+        claim = records_claim_next(
+            cursors=cursors, run=run, data_class=data_class, limit=page, now=now
+        )
         finalize(claim.token)
-        after = claim_cursor(claim)
         timings, locking_timings = [], []
         for _ in range(repetitions):
             # Capturing costs microseconds a statement, and tells the SQL
             # apart from the Python around it.
             with CaptureQueriesContext(connection) as queries:
                 started = time.perf_counter()
-                claim = records_claim(
-                    run=run, data_class=data_class, limit=page, now=now, after=after
+                claim = records_claim_next(
+                    cursors=cursors, run=run, data_class=data_class, limit=page, now=now
                 )
                 timings.append(time.perf_counter() - started)
-            after = claim_cursor(claim)
             locking_timings.append(float(locking_statement(queries)["time"]))
             if len(claim) != page:
                 raise SystemExit(f"a claim took {len(claim)} rows, not {page}")

@@ -228,10 +228,6 @@ def _batch_insert_and_advance(batch: EventBatch) -> int:
     return batch.pk
 
 
-def _values(event: AnyEvent) -> dict[str, Any]:
-    return {name: getattr(event, name) for name in _INSERTED}
-
-
 def _insert(events: Sequence[AnyEvent]) -> None:
     """Insert events: COPY on PostgreSQL, a bulk insert elsewhere."""
     if connection.vendor != "postgresql":

@@ -713,6 +713,17 @@ def _backoff(attempt: int) -> timedelta:
     return timedelta(seconds=ceiling / 2 + random.uniform(0, ceiling / 2))
 
 
+# What a page's retried or failed rows change (their lease is cleared).
+_UNFINISHED_FIELDS = [
+    "state",
+    "retryable",
+    "next_attempt_at",
+    "last_error",
+    "lease_owner",
+    "lease_expires_at",
+]
+
+
 def _finalize(
     claim: Claim,
     items: Sequence[ClaimedItem],
@@ -796,18 +807,7 @@ def _finalize(
                 outcome.counts["failed"] += 1
         if unfinished:
             # One statement for the page, whatever its size.
-            RetentionRecord.objects.bulk_update(
-                unfinished,
-                [
-                    "state",
-                    "retryable",
-                    "next_attempt_at",
-                    "last_error",
-                    "lease_owner",
-                    "lease_expires_at",
-                ],
-                batch_size=1000,
-            )
+            RetentionRecord.objects.bulk_update(unfinished, _UNFINISHED_FIELDS, batch_size=1000)
         # These rows were still leased to this claim under lock: their events are new.
         events_append(events, run_id=claim.run_id, now=now, known_new=True)
         _add_counts(claim.run_id, outcome.counts)
@@ -815,16 +815,6 @@ def _finalize(
             metrics.count_on_commit(items[0].data_class, outcome.counts)
     _log_page(claim, items, outcome, failed)
     return outcome
-
-
-_UNFINISHED_FIELDS = [
-    "state",
-    "retryable",
-    "next_attempt_at",
-    "last_error",
-    "lease_owner",
-    "lease_expires_at",
-]
 
 
 def _mark_deleted(ids: Sequence[int], token: uuid.UUID, now: datetime) -> set[int]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import operator
 import time
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
@@ -73,6 +74,10 @@ _INSERTED = (
     "leaf_index",
     "event_hash",
 )
+
+# An event's values in _INSERTED order, as one tuple (built in C: every event
+# of every page goes through it).
+_inserted_values = operator.attrgetter(*_INSERTED)
 
 AnyEvent = DeletionEvent | NewEvent
 
@@ -245,7 +250,7 @@ def _insert(events: Sequence[AnyEvent]) -> None:
     started = time.monotonic()
     with connection.cursor() as cursor, cursor.cursor.copy(sql) as copy:
         for event in events:
-            copy.write_row(tuple(getattr(event, name) for name in _INSERTED))
+            copy.write_row(_inserted_values(event))
     if connection.queries_logged:
         # COPY bypasses Django's cursor wrapper; log it, so query counts stay honest.
         connection.queries_log.append(

@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import sys
+import unicodedata
+
 import pytest
 
 from retention.storage.keys import MAX_KEY_BYTES, MalformedKey, validate_object_key
@@ -100,3 +103,33 @@ def test_malformed_key__message_never_repeats_the_key() -> None:
 
 def test_malformed_key__is_a_value_error() -> None:
     assert issubclass(MalformedKey, ValueError)
+
+
+def test_validate_object_key__refuses_exactly_controls_noncharacters_and_backslash() -> None:
+    surrogates = range(0xD800, 0xE000)  # refused earlier, as invalid UTF-8
+    refused: dict[int, str] = {}
+    for code in range(sys.maxunicode + 1):
+        if code in surrogates:
+            continue
+        try:
+            validate_object_key(f"a{chr(code)}b")
+        except MalformedKey as exc:
+            refused[code] = str(exc)
+
+    expected = {
+        code
+        for code in range(sys.maxunicode + 1)
+        if code not in surrogates
+        and (unicodedata.category(chr(code)) == "Cc" or code in (0xFFFE, 0xFFFF))
+    }
+    assert set(refused) == expected | {ord("\\")}
+    assert len(expected) == 67
+    for code in expected:
+        assert f"U+{code:04X} at position 1" in refused[code]
+
+
+def test_validate_object_key__names_the_first_refused_character() -> None:
+    with pytest.raises(MalformedKey, match=r"non-character U\+FFFE at position 3"):
+        validate_object_key("ab/\ufffe\x00")
+    with pytest.raises(MalformedKey, match=r"control character U\+0000 at position 3"):
+        validate_object_key("ab/\x00\ufffe")

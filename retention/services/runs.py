@@ -701,8 +701,13 @@ def _recheck(claim: Claim, now: datetime) -> tuple[list[ClaimedItem], ClaimOutco
     return proceed, result
 
 
+def _run_columns(counts: Counter[str]) -> dict[str, int]:
+    """The counts a run keeps (its columns), without the zeros."""
+    return {name: n for name, n in counts.items() if n and hasattr(Run, name)}
+
+
 def _add_counts(run_id: uuid.UUID, counts: Counter[str]) -> None:
-    updates = {name: F(name) + n for name, n in counts.items() if n and hasattr(Run, name)}
+    updates = {name: F(name) + n for name, n in _run_columns(counts).items()}
     if updates:
         Run.objects.filter(pk=run_id).update(**updates)
 
@@ -980,9 +985,7 @@ class _Overlap:
         outcome = _finalize(
             page.claim, page.claim.items, results, max_attempts=page.max_attempts, now=self.clock()
         )
-        _count_page(self.run, page.claim, outcome)
-        if self.progress:
-            self.progress(self.run)
+        _count_page(self.run, page.claim, outcome, self.progress)
 
     def close(self) -> None:
         # Only on failure is a page still in flight here: it keeps its lease
@@ -1326,9 +1329,7 @@ def _sweep(
                     gate=gates[name],
                     max_attempts=rules[name].max_attempts,
                 )
-                _count_page(run, claim, outcome)
-                if progress:
-                    progress(run)
+                _count_page(run, claim, outcome, progress)
             if remaining is not None and remaining <= 0:
                 break
         if claimed_any:
@@ -1349,12 +1350,14 @@ def _sweep(
     return run_finish(run, RunStatus.FINISHED, "", clock())
 
 
-def _count_page(run: Run, claim: Claim, outcome: ClaimOutcome) -> None:
-    """Add a finalized page to the run's counts in memory (already in the database)."""
+def _count_page(run: Run, claim: Claim, outcome: ClaimOutcome, progress: ProgressFn | None) -> None:
+    """Add a finalized page to the run's counts in memory (already in the
+    database, by ``records_claim`` and ``_add_counts``), then report progress."""
     run.claimed += len(claim)
-    for name, n in outcome.counts.items():
-        if name in RUN_COUNT_FIELDS or name == "retried":
-            setattr(run, name, getattr(run, name) + n)
+    for name, n in _run_columns(outcome.counts).items():
+        setattr(run, name, getattr(run, name) + n)
+    if progress:
+        progress(run)
 
 
 def _rules_args(data: dict) -> dict:

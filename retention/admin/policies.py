@@ -23,7 +23,7 @@ from django.utils.html import format_html
 
 from retention import services
 from retention.admin.base import DataClassFilter, ObjectReadOnlyMixin, report_refusal
-from retention.admin.display import HumanDurationField, format_duration
+from retention.durations import HumanDurationField, format_duration
 from retention.exceptions import RetentionError
 from retention.models import (
     Disposition,

@@ -7,7 +7,7 @@ from typing import Any
 
 from django import template
 
-from retention.admin.display import approximate_duration, format_duration
+from retention.durations import approximate_duration, format_duration
 from retention.selectors.admin import kill_switch_paused
 
 register = template.Library()

@@ -1,4 +1,4 @@
-"""Durations as a governance owner reads and types them: '30 days', '1 hour'."""
+"""Durations as people read and type them: '30 days', '1 hour' (admin, messages, forms)."""
 
 from __future__ import annotations
 

@@ -3,11 +3,14 @@
 An author drafts and submits a version; an approver reviews its impact and
 approves it; a dry run is made from the command; the approver enables
 enforcement from the dry-run report; the dashboard is photographed into
-``test-output/``.
+``test-output/``. With ``LETHE_SCREENSHOTS=docs/img/admin`` the test also
+saves the documentation's pictures of each step there (1200x800 viewport
+shots, never by default).
 """
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Iterator
@@ -30,6 +33,7 @@ from tests.helpers import put_tracked
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 OUTPUT = Path(__file__).resolve().parents[2] / "test-output"
+DOCS_VIEWPORT = {"width": 1200, "height": 800}
 
 
 @pytest.fixture
@@ -89,6 +93,20 @@ def _messages(page: Any) -> str:
     return page.inner_text("ul.messagelist")
 
 
+def _docs_shot(page: Any, name: str, *, scroll_to: str | None = None) -> None:
+    """Save ``<LETHE_SCREENSHOTS>/<name>.png`` for the docs; nothing when unset."""
+    directory = os.environ.get("LETHE_SCREENSHOTS")
+    if not directory:
+        return
+    Path(directory).mkdir(parents=True, exist_ok=True)
+    size = page.viewport_size
+    page.set_viewport_size(DOCS_VIEWPORT)
+    if scroll_to:
+        page.locator(scroll_to).first.scroll_into_view_if_needed()
+    page.screenshot(path=str(Path(directory) / f"{name}.png"))
+    page.set_viewport_size(size)
+
+
 def test_browser__draft_approve_dry_run_enable_enforcement_and_dashboard(
     browser, live_server, make_policy, now
 ):
@@ -113,9 +131,11 @@ def test_browser__draft_approve_dry_run_enable_enforcement_and_dashboard(
     assert alice.input_value("#id_retention_period") == "30 days"
     alice.fill("#id_retention_period", "60 days")
     alice.fill("#id_notes", "Customers asked for a longer window.")
+    _docs_shot(alice, "draft-version", scroll_to="#id_retention_period")
     alice.click("input[name=_continue]")
     alice.click("#retention-submit-version")
     assert "a second person must now review" in _messages(alice)
+    _docs_shot(alice, "version-submitted")
     version = PolicyVersion.objects.get(number=2)
     assert version.status == PolicyVersionStatus.SUBMITTED
 
@@ -124,12 +144,15 @@ def test_browser__draft_approve_dry_run_enable_enforcement_and_dashboard(
     bob.goto(f"{base}/admin/retention/policyversion/?status__exact=submitted")
     bob.check(f"input[name=_selected_action][value='{version.pk}']")
     bob.select_option("select[name=action]", "review_and_approve")
+    _docs_shot(bob, "versions-waiting")
     bob.click("button[name=index]")
     preview = bob.inner_text("#retention-impact-preview")
     assert "changes no existing deadline" in preview
     assert "acme" in bob.inner_text("#retention-impact-tenants")
     assert "60 days" in bob.inner_text("#retention-version-diff")
     bob.screenshot(path=str(OUTPUT / "admin-review.png"), full_page=True)
+    _docs_shot(bob, "version-diff")
+    _docs_shot(bob, "impact-preview", scroll_to="#retention-impact-preview")
     bob.click("#retention-approve")
     assert "approved and in force" in _messages(bob)
     version.refresh_from_db()
@@ -143,8 +166,10 @@ def test_browser__draft_approve_dry_run_enable_enforcement_and_dashboard(
     bob.click(f"a[href$='/{dry_run.pk}/report/']")
     assert "Would delete 3" in bob.inner_text(".retention-class[data-class='idv.photo']")
     bob.screenshot(path=str(OUTPUT / "admin-dry-run-report.png"), full_page=True)
+    _docs_shot(bob, "dry-run-report")
     bob.click("button[data-enable='idv.photo']")
     assert "Enforcement enabled for idv.photo" in _messages(bob)
+    _docs_shot(bob, "enforcement-enabled")
     policy = Policy.objects.get(data_class="idv.photo")
     assert policy.mode == DataClassMode.ENFORCE
     assert policy.reviewed_dry_run_id == dry_run.pk
@@ -158,4 +183,14 @@ def test_browser__draft_approve_dry_run_enable_enforcement_and_dashboard(
     shot = OUTPUT / "admin-dashboard.png"
     bob.screenshot(path=str(shot), full_page=True)
     assert shot.stat().st_size > 10_000
+    _docs_shot(bob, "dashboard")
+    if os.environ.get("LETHE_SCREENSHOTS"):
+        # Pages the flow does not need, visited only for the docs' pictures.
+        for path, name in [
+            ("retention/policy/", "policy-list"),
+            ("retention/legalhold/add/", "legal-hold-place"),
+            ("retention/killswitch/", "kill-switch"),
+        ]:
+            bob.goto(f"{base}/admin/{path}")
+            _docs_shot(bob, name)
     print(f"\nbrowser flow took {time.monotonic() - started:.1f}s; screenshot: {shot}")

@@ -10,16 +10,16 @@ DEMO_DIR := $(CURDIR)/var/demo
 DEMO_ENV := LETHE_VAR_DIR=$(DEMO_DIR) DATABASE_URL= AWS_STORAGE_BUCKET_NAME= REDIS_URL=
 PYTEST_ARGS ?=
 
-.PHONY: install demo test lint bench check-bench-database check-python clean
+.PHONY: install demo test lint docs bench check-bench-database check-python clean
 
 check-python:
 	@if [ -z "$(PYTHON)" ]; then \
 		echo "No supported Python found (need one of: $(SUPPORTED_PYTHONS))." >&2; exit 1; fi
 
-$(VENV)/.installed: requirements/base.txt requirements/test.txt pyproject.toml | check-python
+$(VENV)/.installed: requirements/base.txt requirements/test.txt requirements/docs.txt pyproject.toml | check-python
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -r requirements/test.txt
+	$(PY) -m pip install --quiet -r requirements/test.txt -r requirements/docs.txt
 	touch $@
 
 install: $(VENV)/.installed
@@ -64,6 +64,11 @@ bench: check-bench-database install
 		$(PY) benchmarks/$$name.py || failed="$$failed $$name"; \
 	done; \
 	if [ -n "$$failed" ]; then echo; echo "make bench: missed a target or failed:$$failed" >&2; exit 1; fi
+
+# The documentation site (docs/, mkdocs.yml) into var/site/. --strict: any
+# warning, such as a link to a missing page or anchor, fails the build.
+docs: install
+	$(VENV)/bin/mkdocs build --strict --quiet
 
 lint: install
 	$(VENV)/bin/ruff check .

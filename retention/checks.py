@@ -317,7 +317,7 @@ def check_queued_runs(**kwargs: Any) -> list[CheckMessage]:
     messages: list[CheckMessage] = [
         Error(
             p,
-            hint="See the README's settings table for what each setting means.",
+            hint="See docs/reference.md for what each setting means.",
             id="retention.E014",
         )
         for p in problems

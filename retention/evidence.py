@@ -1,7 +1,7 @@
 """Tamper evidence: how events are hashed, batched and chained.
 
 Pure functions, no database: the same code verifies the chain in
-``retention_verify`` and a single receipt offline, and the README documents
+``retention_verify`` and a single receipt offline, and docs/evidence.md documents
 the algorithm so a customer can re-implement it.
 
 - An event's leaf hash is SHA-256(0x00 || canonical JSON of its fields).

@@ -6,7 +6,7 @@ A receipt carries the event's fields, its leaf index in its batch, the
 audit path to the batch root, and the batch's link in the chain. The chain
 head file carries the head's chain hash and the links (seq, size, root) of
 every batch after the receipt's, so the verifier can walk from the receipt's
-batch to the head. See "Verifying a receipt" in the README.
+batch to the head. See "Verifying a receipt" in docs/evidence.md.
 """
 
 from __future__ import annotations

@@ -66,18 +66,20 @@ def unchained_append(events: Any, *, run_id: Any, now: datetime, **_: Any) -> li
 
 
 def sweep(chained: bool) -> tuple[float, int]:
+    from retention import engine
+    from retention.engine import finalize
     from retention.models import RunMode
-    from retention.services import runs
 
-    original = runs.events_append
-    runs.events_append = original if chained else unchained_append
+    # The finalize writes every deletion's event (the inline claim is its re-check).
+    original = finalize.events_append
+    finalize.events_append = original if chained else unchained_append
     try:
         started = time.perf_counter()
-        run = runs.run_start(mode=RunMode.ENFORCE, now=NOW)
-        run = runs.run_execute(run=run, clock=lambda: NOW)
+        run = engine.run_start(mode=RunMode.ENFORCE, now=NOW)
+        run = engine.run_execute(run=run, clock=lambda: NOW)
         elapsed = time.perf_counter() - started
     finally:
-        runs.events_append = original
+        finalize.events_append = original
     return elapsed, run.deleted
 
 

@@ -141,8 +141,9 @@ def measure(
     versions: dict[str, int],
     now: datetime,
 ) -> Stage:
+    from retention.engine.claims import Cursors, records_claim_next
+    from retention.engine.ledger import run_finish, run_start
     from retention.models import RetentionRecord, RunMode, RunStatus
-    from retention.services.runs import Cursors, records_claim_next, run_finish, run_start
 
     print(f"\n== {rows:,} tracked rows ==")
     seconds = seed_sql.seed(rows, versions=versions, now=now, progress=print)

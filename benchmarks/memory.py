@@ -84,8 +84,8 @@ def run_command(args: list[str], *, database: str) -> Measured:
 
 def profile(top: int) -> None:
     """The dry run in this process under tracemalloc; allocation sites at its peak."""
+    from retention.engine import run_execute, run_start
     from retention.models import RunMode, RunTrigger
-    from retention.services import run_execute, run_start
 
     tracemalloc.start(10)
     peak: dict[str, Any] = {"bytes": 0, "snapshot": None}

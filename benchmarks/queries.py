@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import importlib
 import io
 import json
 import re
@@ -47,8 +48,13 @@ BATCH_SIZE = 1000
 TARGET = 20
 TRANSACTION_CONTROL = ("BEGIN", "COMMIT", "ROLLBACK", "SAVEPOINT", "RELEASE")
 # Functions of the engine whose calls mark where one phase ends and the next
-# begins (looked up on retention.services.runs; a missing one merges phases).
-MARKERS = (("run_measure", "measure"), ("records_claim", "page"), ("run_finish", "end"))
+# begins, by the module whose globals the caller looks them up in (a missing
+# one merges phases).
+MARKERS = (
+    ("retention.engine.inline", "run_measure", "measure"),
+    ("retention.engine.claims", "records_claim", "page"),
+    ("retention.engine.inline", "run_finish", "end"),
+)
 
 _PARENTHESIZED = re.compile(r"\([^()]*\)")
 _TIMES = re.compile(r"^\d+ times: ")
@@ -102,15 +108,14 @@ class PhaseMarks:
         self._originals: list[tuple[Any, str, Any]] = []
 
     def install(self) -> None:
-        from retention.services import runs
-
-        for name, label in MARKERS:
-            original = getattr(runs, name, None)
+        for module_name, name, label in MARKERS:
+            module = importlib.import_module(module_name)
+            original = getattr(module, name, None)
             if original is None:
-                self.missing.append(name)
+                self.missing.append(f"{module_name}.{name}")
                 continue
-            setattr(runs, name, self._wrap(original, label))
-            self._originals.append((runs, name, original))
+            setattr(module, name, self._wrap(original, label))
+            self._originals.append((module, name, original))
 
     def uninstall(self) -> None:
         for module, name, original in self._originals:
@@ -222,7 +227,7 @@ def main() -> int:
         "held skips; end: the empty claim, retry check, run_finish)"
     )
     if marks.missing:
-        print(f"  (not found on retention.services.runs, phases merged: {marks.missing})")
+        print(f"  (not found, phases merged: {marks.missing})")
     if pages:
         sizes = [end - begin for begin, end in pages]
         print(

@@ -1,7 +1,6 @@
-"""Prometheus metrics: what the engine did (counters) and where each data class stands (gauges).
+"""The ``/metrics/`` endpoint: the engine's counters and where each data class stands.
 
-Counters live in the process that did the work and are incremented only once
-the page's transaction committed, so a rolled-back page counts nothing. The
+The counters are ``retention.counters`` (a leaf the engine imports). The
 gauges are not kept in memory at all: they are read from the database at
 scrape time, so they are right however many qcluster processes on however
 many hosts do the work. With ``PROMETHEUS_MULTIPROC_DIR`` set, the counters
@@ -19,89 +18,26 @@ import hmac
 import ipaddress
 import logging
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 
-from django.db import DatabaseError, transaction
+from django.db import DatabaseError
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseForbidden
 from django.utils import timezone
 from django.views.decorators.http import require_GET
-from prometheus_client import CollectorRegistry, Counter, multiprocess
+from prometheus_client import CollectorRegistry, multiprocess
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from retention.conf import settings
+from retention.counters import (  # noqa: F401  (re-exported for scrapers and tests)
+    CLAIMED,
+    REGISTRY,
+    count_on_commit,
+)
 from retention.selectors.health import deleting_counts, lag_check
 
 logger = logging.getLogger("retention.metrics")
-
-REGISTRY = CollectorRegistry()
-
-CLAIMED = Counter(
-    "retention_records_claimed",
-    "Records claimed for disposal.",
-    ["data_class"],
-    registry=REGISTRY,
-)
-DELETED = Counter(
-    "retention_records_deleted", "Objects deleted.", ["data_class"], registry=REGISTRY
-)
-ALREADY_ABSENT = Counter(
-    "retention_records_already_absent",
-    "Records whose object was already gone (a success).",
-    ["data_class"],
-    registry=REGISTRY,
-)
-SKIPPED = Counter(
-    "retention_records_skipped",
-    "Claimed records released at the re-check: reason held (a legal hold) or renewed.",
-    ["data_class", "reason"],
-    registry=REGISTRY,
-)
-FAILED = Counter(
-    "retention_records_failed",
-    "Records given up on: failed, waiting for review.",
-    ["data_class"],
-    registry=REGISTRY,
-)
-RETRIED = Counter(
-    "retention_records_retried",
-    "Transient failures put back for a retry with backoff.",
-    ["data_class"],
-    registry=REGISTRY,
-)
-GATE_THROTTLED = Counter(
-    "retention_rate_gate_throttled",
-    "Times a shared rate gate slowed down because the store throttled (429, 503 SlowDown).",
-    ["gate"],
-    registry=REGISTRY,
-)
-
-# The engine's count names (run counters) → counter and fixed labels.
-_COUNTERS: dict[str, tuple[Counter, dict[str, str]]] = {
-    "claimed": (CLAIMED, {}),
-    "deleted": (DELETED, {}),
-    "already_absent": (ALREADY_ABSENT, {}),
-    "skipped_held": (SKIPPED, {"reason": "held"}),
-    "skipped_renewed": (SKIPPED, {"reason": "renewed"}),
-    "failed": (FAILED, {}),
-    "retried": (RETRIED, {}),
-}
-
-
-def count_on_commit(data_class: str, counts: Mapping[str, int]) -> None:
-    """Add the engine's ``counts`` to the counters once the current transaction commits."""
-    added = {name: n for name, n in counts.items() if n and name in _COUNTERS}
-    if not added:
-        return
-
-    def add() -> None:
-        for name, n in added.items():
-            counter, labels = _COUNTERS[name]
-            counter.labels(data_class=data_class, **labels).inc(n)
-
-    # robust: a metrics failure must never fail the engine after its commit.
-    transaction.on_commit(add, robust=True)
 
 
 class HealthCollector(Collector):
@@ -183,6 +119,7 @@ class HealthCollector(Collector):
         yield from families.values()
 
 
+# The gauges join the counters' registry, read at scrape time.
 REGISTRY.register(HealthCollector())
 
 
@@ -191,7 +128,7 @@ def _scrape_registry() -> CollectorRegistry:
         return REGISTRY
     # Every process's counters, from the files they write; gauges as always.
     registry = CollectorRegistry()
-    multiprocess.MultiProcessCollector(registry)
+    multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
     registry.register(HealthCollector())
     return registry
 

@@ -34,7 +34,7 @@ from typing import Protocol
 from django.db import DEFAULT_DB_ALIAS, connections, transaction
 from django.db.models import F
 
-from retention import metrics
+from retention import counters
 from retention.conf import settings
 from retention.models import RateGateState
 
@@ -228,7 +228,7 @@ class SharedRateGate:
                 )
                 slowed.append((limit, factor))
         for limit, factor in slowed:
-            metrics.GATE_THROTTLED.labels(gate=limit.name).inc()
+            counters.GATE_THROTTLED.labels(gate=limit.name).inc()
             logger.warning(
                 "rate gate %s slowed down to %.0f%% of %g deletes/s (%.3g/s) after throttling "
                 "by the store; it recovers over %g s",

@@ -5,9 +5,9 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from retention.engine.rules import class_cutoff
 from retention.models import Run as RunModel
 from retention.models import RunMode, RunStatus
-from retention.services.runs import class_cutoff
 
 
 def rfc3339(value: datetime | None) -> str | None:

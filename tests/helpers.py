@@ -8,7 +8,7 @@ from typing import Any
 from django.core.files.base import ContentFile
 from django.core.files.storage import storages
 
-from retention import services
+from retention import engine, services
 from retention.models import RetentionRecord, Run, RunMode
 
 
@@ -33,13 +33,13 @@ def exists(record: RetentionRecord) -> bool:
 
 
 def enforce(*, now: datetime, clock: Any = None, **kwargs: Any) -> Run:
-    run = services.run_start(mode=RunMode.ENFORCE, now=now, **kwargs.pop("start", {}))
-    return services.run_execute(run=run, clock=clock or (lambda: now), **kwargs)
+    run = engine.run_start(mode=RunMode.ENFORCE, now=now, **kwargs.pop("start", {}))
+    return engine.run_execute(run=run, clock=clock or (lambda: now), **kwargs)
 
 
 def dry_run(*, now: datetime, **kwargs: Any) -> Run:
-    run = services.run_start(mode=RunMode.DRY_RUN, now=now, **kwargs)
-    return services.run_execute(run=run, clock=lambda: now)
+    run = engine.run_start(mode=RunMode.DRY_RUN, now=now, **kwargs)
+    return engine.run_execute(run=run, clock=lambda: now)
 
 
 def add_s3_storage(settings: Any, alias: str, endpoint_url: str, bucket: str) -> str:

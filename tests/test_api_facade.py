@@ -125,6 +125,18 @@ def test_approve__locked_policy_refuses_a_shorter_version(author, approver, now)
     assert shorter.status == PolicyVersionStatus.SUBMITTED
 
 
+def test_approve__lock_refusal_reads_durations_as_the_admin_does(author, approver, now):
+    approved("lk.doc", timedelta(days=30), author=author, approver=approver, now=now, locked=True)
+    shorter = submitted("lk.doc", timedelta(days=10), author=author, now=now, locked=True)
+
+    with pytest.raises(api.LockedPolicyShortened) as refused:
+        api.approve_policy_version(shorter, approver=approver, now=now)
+
+    assert str(refused.value) == (
+        "lk.doc is locked: its retention period can only be lengthened (10 days < 30 days)."
+    )
+
+
 def test_approve__locked_policy_accepts_a_longer_version(author, approver, now):
     current = approved(
         "pod.scan", timedelta(days=365), author=author, approver=approver, now=now, locked=True

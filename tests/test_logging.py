@@ -17,7 +17,7 @@ import pytest
 from django.core.files.base import ContentFile
 from django.core.files.storage import storages
 
-from retention import services
+from retention import engine
 from retention.disposal import DisposalItem, ObjectDisposer
 from retention.logging import JsonFormatter
 from retention.models import RecordState, RunMode
@@ -180,9 +180,9 @@ def test_engine_logs__a_failure_names_run_tenant_and_record_never_the_reason(
 ):
     make_policy()
     record = put_tracked(tenant_id="globex", now=now - timedelta(days=31))
-    run = services.run_start(mode=RunMode.ENFORCE, now=now)
+    run = engine.run_start(mode=RunMode.ENFORCE, now=now)
 
-    services.run_execute(run=run, clock=lambda: now, disposer=Denied())
+    engine.run_execute(run=run, clock=lambda: now, disposer=Denied())
 
     record.refresh_from_db()
     assert record.state == RecordState.FAILED and record.object_key in record.last_error

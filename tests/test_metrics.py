@@ -17,7 +17,7 @@ from django.urls import reverse
 from freezegun import freeze_time
 from prometheus_client.parser import text_string_to_metric_families
 
-from retention import api, metrics, services
+from retention import api, engine, metrics
 from retention.disposal import DisposalItem, ObjectDisposer
 from retention.models import RecordState, RetentionRecord, RunMode
 from retention.storage import KeyResult, Outcome
@@ -97,7 +97,7 @@ def test_counters__a_rolled_back_claim_counts_nothing(
 ):
     make_policy()
     put_tracked(now=now - timedelta(days=31))
-    run = services.run_start(mode=RunMode.ENFORCE, now=now)
+    run = engine.run_start(mode=RunMode.ENFORCE, now=now)
     before = counter("claimed", data_class="idv.photo")
 
     with (
@@ -105,7 +105,7 @@ def test_counters__a_rolled_back_claim_counts_nothing(
         pytest.raises(RuntimeError),
         transaction.atomic(),
     ):
-        claim = services.records_claim(run=run, data_class="idv.photo", limit=10, now=now)
+        claim = engine.records_claim(run=run, data_class="idv.photo", limit=10, now=now)
         assert len(claim) == 1
         raise RuntimeError("the page's transaction fails")
 
@@ -118,14 +118,14 @@ def test_counters__skips_by_reason(make_policy, now, approver, django_capture_on
     make_policy()
     held = put_tracked(now=now - timedelta(days=31))
     renewed = put_tracked(now=now - timedelta(days=31))
-    run = services.run_start(mode=RunMode.ENFORCE, now=now)
+    run = engine.run_start(mode=RunMode.ENFORCE, now=now)
     before = {r: counter("skipped", data_class="idv.photo", reason=r) for r in ("held", "renewed")}
 
     with django_capture_on_commit_callbacks(execute=True):
-        claim = services.records_claim(run=run, data_class="idv.photo", limit=10, now=now)
+        claim = engine.records_claim(run=run, data_class="idv.photo", limit=10, now=now)
         api.place_hold(reason="Regulator request", placed_by=approver, now=now, record=held)
         api.renew(renewed, now=now)
-        services.claim_dispose(claim=claim, clock=lambda: now)
+        engine.claim_dispose(claim=claim, clock=lambda: now)
 
     after = {r: counter("skipped", data_class="idv.photo", reason=r) for r in ("held", "renewed")}
     assert {r: after[r] - before[r] for r in after} == {"held": 1, "renewed": 1}
@@ -151,12 +151,12 @@ def test_counters__retried_and_failed(
 ):
     make_policy()
     put_tracked(now=now - timedelta(days=31))
-    run = services.run_start(mode=RunMode.ENFORCE, now=now)
+    run = engine.run_start(mode=RunMode.ENFORCE, now=now)
     before = {name: counter(name, data_class="idv.photo") for name in ("retried", "failed")}
 
     with django_capture_on_commit_callbacks(execute=True):
-        claim = services.records_claim(run=run, data_class="idv.photo", limit=10, now=now)
-        services.claim_dispose(
+        claim = engine.records_claim(run=run, data_class="idv.photo", limit=10, now=now)
+        engine.claim_dispose(
             claim=claim, clock=lambda: now, disposer=Answering(outcome, "SlowDown"), max_attempts=3
         )
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
+from typing import Any, cast
 
 from django.db.models import Count, IntegerField, Min, Q, Value
 from django.db.models.functions import Coalesce, TruncDate
@@ -22,18 +23,18 @@ from retention.models import (
     DataClassMode,
     DeletionEvent,
     EventOutcome,
-    KillSwitch,
     LegalHold,
     Policy,
     PolicyVersion,
-    PolicyVersionStatus,
     RecordState,
     RetentionRecord,
     Run,
     RunMode,
     RunStatus,
 )
-from retention.services.policies import VERSION_RULE_FIELDS
+from retention.selectors.holds import held_q
+from retention.selectors.policies import VERSION_RULE_FIELDS, version_in_force
+from retention.selectors.runs import run_last
 
 PREVIEW_HORIZONS: tuple[tuple[str, timedelta], ...] = (
     ("now", timedelta(0)),
@@ -48,42 +49,7 @@ VERSION_DIFF_FIELDS = VERSION_RULE_FIELDS
 
 
 # --------------------------------------------------------------------------
-# Holds as a filter
-
-
-def held_q(data_class: str) -> Q | None:
-    """A filter matching the records of ``data_class`` under an active hold.
-
-    ``None`` when no active hold can touch the class. Matches exactly what
-    ``RecordQuerySet.held()`` matches for records of that class.
-    """
-    tenants: set[str] = set()
-    records: set[int] = set()
-    pairs: list[Q] = []
-    for tenant_id, record_id in (
-        LegalHold.objects.active()
-        .filter(Q(data_class__isnull=True) | Q(data_class=data_class))
-        .values_list("tenant_id", "record_id")
-    ):
-        if record_id is None and not tenant_id:
-            return Q(pk__isnull=False)  # the whole class is held
-        if record_id is None:
-            tenants.add(tenant_id)
-        elif not tenant_id:
-            records.add(record_id)
-        else:
-            pairs.append(Q(pk=record_id, tenant_id=tenant_id))
-    parts = list(pairs)
-    if tenants:
-        parts.append(Q(tenant_id__in=sorted(tenants)))
-    if records:
-        parts.append(Q(pk__in=sorted(records)))
-    if not parts:
-        return None
-    combined = parts[0]
-    for part in parts[1:]:
-        combined |= part
-    return combined
+# Holds
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,12 +73,6 @@ def hold_reach_many(holds: Iterable[LegalHold], *, now: datetime) -> dict[int, H
 
 # --------------------------------------------------------------------------
 # Versions
-
-
-def version_in_force(policy_id: int) -> PolicyVersion | None:
-    return PolicyVersion.objects.filter(
-        policy_id=policy_id, status=PolicyVersionStatus.APPROVED
-    ).first()
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,7 +99,7 @@ class FieldDiff:
 def version_diff(version: PolicyVersion, against: PolicyVersion | None) -> list[FieldDiff]:
     rows = []
     for name in VERSION_DIFF_FIELDS:
-        label = str(PolicyVersion._meta.get_field(name).verbose_name)
+        label = str(getattr(PolicyVersion._meta.get_field(name), "verbose_name", name))
         before = getattr(against, name) if against is not None else None
         rows.append(FieldDiff(name, label, before, getattr(version, name)))
     return rows
@@ -184,7 +144,7 @@ def impact_preview(version: PolicyVersion, *, now: datetime) -> ImpactPreview:
     this version, its clock restarting at its last renewal or its creation.
     """
     data_class = version.policy.data_class
-    in_force = version_in_force(version.policy_id)
+    in_force = version_in_force(policy_id=version.policy_id)
     recorded_margin = in_force.safety_margin if in_force is not None else timedelta(0)
     held = held_q(data_class)
     records = (
@@ -237,13 +197,15 @@ def impact_preview(version: PolicyVersion, *, now: datetime) -> ImpactPreview:
         .filter(Q(**{f"h{last}__gt": 0}) | Q(held__gt=0))
         .order_by(f"-h{last}", "tenant_id")[:PREVIEW_TOP_TENANTS]
     )
+    # The annotations are named at run time: rows are plain dicts here.
+    tenant_rows = cast("Iterable[dict[str, Any]]", rows)
     tenants = tuple(
         TenantImpact(
             tenant_id=row["tenant_id"],
             counts=tuple(row[f"h{i}"] for i in range(len(PREVIEW_HORIZONS))),
             held=row["held"],
         )
-        for row in rows
+        for row in tenant_rows
     )
     return ImpactPreview(
         data_class=data_class,
@@ -252,27 +214,6 @@ def impact_preview(version: PolicyVersion, *, now: datetime) -> ImpactPreview:
         tenants=tenants,
         in_force=in_force,
     )
-
-
-# --------------------------------------------------------------------------
-# Dry runs
-
-
-def latest_dry_run_for(data_class: str) -> Run | None:
-    return (
-        Run.objects.filter(mode=RunMode.DRY_RUN, data_classes__icontains=f'"{data_class}"')
-        .order_by("-started_at")
-        .first()
-    )
-
-
-# --------------------------------------------------------------------------
-# The kill switch
-
-
-def kill_switch_paused() -> KillSwitch | None:
-    """The switch when paused, else None. Never creates the row."""
-    return KillSwitch.objects.filter(pk=1, paused=True).select_related("paused_by").first()
 
 
 # --------------------------------------------------------------------------
@@ -323,18 +264,8 @@ class Dashboard:
         return [c for c in self.classes if c.late]
 
 
-def _last_run(data_class: str, *, mode: str, statuses: Iterable[str]) -> Run | None:
-    return (
-        Run.objects.filter(
-            mode=mode, status__in=list(statuses), data_classes__icontains=f'"{data_class}"'
-        )
-        .order_by("-finished_at")
-        .first()
-    )
-
-
 def class_health(policy: Policy, *, now: datetime) -> ClassHealth:
-    in_force = version_in_force(policy.pk)
+    in_force = version_in_force(policy_id=policy.pk)
     margin = in_force.safety_margin if in_force is not None else timedelta(0)
     cutoff = now - margin
     held = held_q(policy.data_class)
@@ -369,10 +300,10 @@ def class_health(policy: Policy, *, now: datetime) -> ClassHealth:
         promise=settings.LAG_PROMISE,
         failed_for_review=counts["failed"],
         retrying=counts["retrying"],
-        last_success=_last_run(
+        last_success=run_last(
             policy.data_class, mode=RunMode.ENFORCE, statuses=[RunStatus.FINISHED]
         ),
-        last_dry_run=_last_run(
+        last_dry_run=run_last(
             policy.data_class, mode=RunMode.DRY_RUN, statuses=[RunStatus.FINISHED]
         ),
     )

@@ -23,7 +23,9 @@ from retention.models import (
     RunMode,
     RunStatus,
 )
-from retention.selectors.admin import ClassHealth, class_health, kill_switch_paused
+from retention.selectors.admin import ClassHealth, class_health
+from retention.selectors.control import kill_switch_engaged
+from retention.selectors.runs import runs_covering
 
 # Why a data class's promise is broken.
 OVERDUE = "overdue"  # an eligible record expired longer ago than the promise
@@ -38,12 +40,8 @@ def last_full_sweep(data_class: str) -> Run | None:
     proves the engine works, not that the class's backlog was swept.
     """
     return (
-        Run.objects.filter(
-            mode=RunMode.ENFORCE,
-            status=RunStatus.FINISHED,
-            tenant_id__isnull=True,
-            data_classes__icontains=f'"{data_class}"',
-        )
+        runs_covering(data_class)
+        .filter(mode=RunMode.ENFORCE, status=RunStatus.FINISHED, tenant_id__isnull=True)
         .exclude(report__has_key="record_ids")
         .order_by("-finished_at")
         .first()
@@ -109,7 +107,7 @@ def lag_check(*, now: datetime) -> LagCheck:
     return LagCheck(
         now=now,
         promise=settings.LAG_PROMISE,
-        paused=kill_switch_paused(),
+        paused=kill_switch_engaged(),
         classes=tuple(
             class_check(policy, now=now) for policy in Policy.objects.order_by("data_class")
         ),

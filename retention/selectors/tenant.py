@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 from django.db.models import Count, F, Q, QuerySet
 
@@ -19,10 +19,14 @@ from retention.models import (
     DeletionEvent,
     EventOutcome,
     Policy,
+    RecordQuerySet,
     RecordState,
     RetentionRecord,
     active_holds_matching,
 )
+
+if TYPE_CHECKING:
+    from django_stubs_ext import WithAnnotations
 
 RECEIPT_OUTCOMES = (EventOutcome.DELETED, EventOutcome.ALREADY_ABSENT)
 
@@ -153,7 +157,7 @@ class DeletionReport:
     oldest_overdue: OverdueRecord | None
 
 
-def _overdue_records(*, tenant_id: str, now: datetime, promise: timedelta) -> QuerySet:
+def _overdue_records(*, tenant_id: str, now: datetime, promise: timedelta) -> RecordQuerySet:
     """Not deleted, past their deadline by more than the promise, under no hold."""
     return (
         RetentionRecord.objects.filter(tenant_id=tenant_id, expires_at__lt=now - promise)
@@ -274,14 +278,22 @@ def tenant_receipt_get(*, tenant_id: str, receipt_id: int) -> DeletionEvent:
     return deletion_receipts(tenant_id=tenant_id).select_related("batch").get(pk=receipt_id)
 
 
-def tenant_record_get(*, tenant_id: str, record_id: int) -> RetentionRecord:
+class _HoldApplies(TypedDict):
+    hold_applies: bool
+
+
+def tenant_record_get(
+    *, tenant_id: str, record_id: int
+) -> WithAnnotations[RetentionRecord, _HoldApplies]:
     """The tenant's record; ``RetentionRecord.DoesNotExist`` for anyone else's."""
-    return (
+    record = (
         RetentionRecord.objects.filter(tenant_id=_require(tenant_id))
         .select_related("policy_version__policy")
         .annotate(hold_applies=active_holds_matching())
         .get(pk=record_id)
     )
+    # django-stubs carries annotate() through QuerySet, not through RecordQuerySet.
+    return cast("WithAnnotations[RetentionRecord, _HoldApplies]", record)
 
 
 def record_retention_explain(
@@ -292,7 +304,7 @@ def record_retention_explain(
     enforced = Policy.objects.filter(
         data_class=record.data_class, mode=DataClassMode.ENFORCE
     ).exists()
-    held = bool(record.hold_applies)  # type: ignore[attr-defined]
+    held = bool(record.hold_applies)
     return RetentionExplanation(
         record_id=record.pk,
         data_class=record.data_class,

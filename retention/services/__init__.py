@@ -1,17 +1,11 @@
-"""Every write of the app. Interfaces (admin, command, API, tasks) call these."""
+"""Every write of the app outside the engine. Interfaces (admin, command, API,
+tasks) call these, and the engine's entry points in ``retention.engine``."""
 
 from retention.services.control import (
     enforcement_disable,
     enforcement_enable,
     kill_switch_pause,
     kill_switch_resume,
-)
-from retention.services.dispatch import (
-    batch_dispose,
-    run_dispatch,
-    run_enqueue,
-    run_schedule_fire,
-    runs_resume_stalled,
 )
 from retention.services.policies import (
     policy_version_approve,
@@ -27,11 +21,8 @@ from retention.services.records import (
     record_renew,
     record_track,
 )
-from retention.services.runs import claim_dispose, records_claim, run_execute, run_start
 
 __all__ = [
-    "batch_dispose",
-    "claim_dispose",
     "enforcement_disable",
     "enforcement_enable",
     "kill_switch_pause",
@@ -46,11 +37,4 @@ __all__ = [
     "record_failures_retry",
     "record_renew",
     "record_track",
-    "records_claim",
-    "run_dispatch",
-    "run_enqueue",
-    "run_execute",
-    "run_schedule_fire",
-    "run_start",
-    "runs_resume_stalled",
 ]

@@ -14,9 +14,8 @@ from retention.models import (
     KillSwitch,
     Policy,
     Run,
-    RunMode,
-    RunStatus,
 )
+from retention.selectors.runs import dry_run_reviewable
 from retention.services.policies import APPROVE_PERMISSION
 
 
@@ -27,30 +26,12 @@ def _policy_for_update(data_class: str) -> Policy:
         raise UnknownDataClass(f"Unknown data class {data_class!r}.") from None
 
 
-def latest_reviewable_dry_run(*, data_class: str, now: datetime) -> Run | None:
-    """The newest finished dry run covering the class within the allowed age."""
-    since = now - settings.DRY_RUN_MAX_AGE
-    # A dry run narrowed to one tenant or a few records does not show what
-    # enforcement would do to the whole class.
-    candidates = Run.objects.filter(
-        mode=RunMode.DRY_RUN,
-        status=RunStatus.FINISHED,
-        finished_at__gte=since,
-        tenant_id__isnull=True,
-        limit__isnull=True,
-    ).order_by("-finished_at")
-    for run in candidates.iterator():
-        if data_class in run.data_classes and not run.report.get("record_ids"):
-            return run
-    return None
-
-
 def enforcement_enable(*, data_class: str, by: AbstractBaseUser, now: datetime) -> Policy:
     if not by.has_perm(APPROVE_PERMISSION):  # type: ignore[attr-defined]
         raise NotAllowed(f"{by} may not enable enforcement: approvers only.")
     with transaction.atomic():
         policy = _policy_for_update(data_class)
-        dry_run = latest_reviewable_dry_run(data_class=data_class, now=now)
+        dry_run = dry_run_reviewable(data_class=data_class, now=now)
         if dry_run is None:
             raise EnforcementNotAllowed(
                 f"Enforcement for {data_class!r} needs a dry run covering it that finished "
@@ -101,7 +82,3 @@ def kill_switch_resume(*, by: AbstractBaseUser, now: datetime) -> KillSwitch:
         switch.resumed_at = now
         switch.save()
     return switch
-
-
-def kill_switch_is_paused() -> bool:
-    return KillSwitch.objects.filter(pk=1, paused=True).exists()

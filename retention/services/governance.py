@@ -17,8 +17,10 @@ from django.db import transaction
 from retention.conf import settings
 from retention.exceptions import EnforcementNotAllowed, InvalidTransition, NotAllowed
 from retention.models import Policy, PolicyVersion, PolicyVersionStatus, Run, RunMode, RunStatus
-from retention.services.control import enforcement_enable, latest_reviewable_dry_run
-from retention.services.policies import RULE_FIELDS, policy_version_validate_rules
+from retention.selectors.policies import RULE_FIELDS
+from retention.selectors.runs import dry_run_reviewable
+from retention.services.control import enforcement_enable
+from retention.services.policies import policy_version_validate_rules
 
 AUTHORS_GROUP = "Retention authors"
 APPROVERS_GROUP = "Retention approvers"
@@ -99,7 +101,7 @@ def enforcement_enable_from_dry_run(
     """
     if run.mode != RunMode.DRY_RUN or data_class not in run.data_classes:
         raise EnforcementNotAllowed(f"Run {run.pk} is not a dry run covering {data_class!r}.")
-    latest = latest_reviewable_dry_run(data_class=data_class, now=now)
+    latest = dry_run_reviewable(data_class=data_class, now=now)
     if latest is None or latest.pk != run.pk:
         if run.status != RunStatus.FINISHED:
             reason = f"this dry run did not finish (it is {run.status})"

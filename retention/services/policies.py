@@ -14,6 +14,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import Max
 
+from retention.durations import format_duration
 from retention.exceptions import (
     FourEyesViolation,
     InvalidPolicyVersion,
@@ -30,25 +31,10 @@ from retention.models import (
     PolicyVersionStatus,
     data_class_validator,
 )
+from retention.selectors.policies import RULE_FIELDS, lock_violation, version_in_force
 
 APPROVE_PERMISSION = "retention.approve_policyversion"
 RETIRE_PERMISSION = "retention.retire_policyversion"
-
-# A version's rules, in the order a reviewer reads them.
-VERSION_RULE_FIELDS: tuple[str, ...] = (
-    "retention_period",
-    "safety_margin",
-    "locked",
-    "disposition",
-    "erase_all_versions",
-    "batch_size",
-    "rate_limit",
-    "max_attempts",
-    "owner",
-    "notes",
-)
-# Rules a version may carry besides its period and lock (keyword arguments).
-RULE_FIELDS = frozenset(VERSION_RULE_FIELDS) - {"retention_period", "locked"}
 
 
 def policy_version_validate_rules(retention_period: timedelta, rules: dict[str, Any]) -> None:
@@ -104,7 +90,8 @@ def policy_version_propose(
         )
         policy = Policy.objects.select_for_update().get(pk=policy.pk)
         last = policy.versions.aggregate(n=Max("number"))["n"] or 0
-        version = PolicyVersion(
+        # The author is the host's AUTH_USER_MODEL, which the stubs see as User.
+        version = PolicyVersion(  # type: ignore[misc]
             policy=policy,
             number=last + 1,
             status=PolicyVersionStatus.DRAFT,
@@ -136,11 +123,8 @@ def policy_version_submit(
 
 
 def policy_version_in_force(*, data_class: str) -> PolicyVersion:
-    version = (
-        PolicyVersion.objects.select_related("policy")
-        .filter(policy__data_class=data_class, status=PolicyVersionStatus.APPROVED)
-        .first()
-    )
+    """The version in force, or a clear error saying why there is none."""
+    version = version_in_force(data_class=data_class)
     if version is None:
         if not Policy.objects.filter(data_class=data_class).exists():
             raise UnknownDataClass(f"Unknown data class {data_class!r}: no policy governs it.")
@@ -169,19 +153,18 @@ def policy_version_approve(
                 f"{approver} wrote {version} and cannot also approve it: "
                 "a second person must approve."
             )
-        current = PolicyVersion.objects.filter(
-            policy_id=version.policy_id, status=PolicyVersionStatus.APPROVED
-        ).first()
-        if current is not None and current.locked:
-            if version.retention_period < current.retention_period:
-                raise LockedPolicyShortened(
-                    f"{version.policy.data_class} is locked: its retention period can only "
-                    f"be lengthened ({version.retention_period} < {current.retention_period})."
-                )
-            if not version.locked:
-                raise LockedPolicyShortened(
-                    f"{version.policy.data_class} is locked: a new version must stay locked."
-                )
+        current = version_in_force(policy_id=version.policy_id)
+        violation = lock_violation(version, current)
+        if violation is not None and violation.kind == "shortened":
+            raise LockedPolicyShortened(
+                f"{version.policy.data_class} is locked: its retention period can only "
+                f"be lengthened ({format_duration(version.retention_period)} < "
+                f"{format_duration(violation.in_force.retention_period)})."
+            )
+        if violation is not None:
+            raise LockedPolicyShortened(
+                f"{version.policy.data_class} is locked: a new version must stay locked."
+            )
         if current is not None:
             current.status = PolicyVersionStatus.SUPERSEDED
             current.superseded_at = now

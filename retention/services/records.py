@@ -87,7 +87,7 @@ def record_dispose_at_write(*, record: RetentionRecord, now: datetime) -> Run | 
     margin, or while another run holds the class's lease, the next run
     deletes it instead.
     """
-    from retention.services.runs import run_execute, run_start
+    from retention.engine import run_execute, run_start
 
     if not Policy.objects.filter(data_class=record.data_class, mode=DataClassMode.ENFORCE).exists():
         return None
@@ -163,7 +163,7 @@ def legal_hold_place(
     if not (tenant_id or data_class or record):
         raise InvalidHold("A legal hold needs a scope: a tenant, a data class, a record or some.")
     with transaction.atomic():
-        hold = LegalHold.objects.create(
+        hold = LegalHold.objects.create(  # type: ignore[misc]  # AUTH_USER_MODEL
             tenant_id=tenant_id or None,
             data_class=data_class or None,
             record=record,

@@ -14,7 +14,8 @@ from django_q.conf import Conf
 from django_q.models import OrmQ
 from freezegun import freeze_time
 
-from retention import api, services
+from retention import api, engine
+from retention.engine import DISPATCH_TASK as QUEUED_TASK
 from retention.models import (
     RecordState,
     Run,
@@ -25,7 +26,6 @@ from retention.models import (
     SeenRequestSignature,
 )
 from retention.rest import signing
-from retention.services.triggers import QUEUED_TASK
 from tests.api.conftest import HMAC_KEYS
 from tests.helpers import put_tracked
 
@@ -121,7 +121,7 @@ def test_runs__a_run_that_cannot_be_queued_is_closed_and_answers_503(
     def broker_down(*args, **kwargs):
         raise ConnectionError("broker unreachable")
 
-    monkeypatch.setattr("retention.services.triggers.async_task", broker_down)
+    monkeypatch.setattr("retention.engine.publish.async_task", broker_down)
     response = trigger(client, {"mode": "enforce", "data_classes": ["idv.photo"]})
 
     assert response.status_code == 503
@@ -130,7 +130,7 @@ def test_runs__a_run_that_cannot_be_queued_is_closed_and_answers_503(
     assert run.status == RunStatus.ERROR
     assert "could not be queued" in run.status_reason
     # Its lease was released: the next trigger is not refused as "lease held".
-    again = services.run_start(mode=RunMode.ENFORCE, data_classes=["idv.photo"], now=frozen)
+    again = engine.run_start(mode=RunMode.ENFORCE, data_classes=["idv.photo"], now=frozen)
     assert again.status == RunStatus.RUNNING
 
 
@@ -264,7 +264,7 @@ def test_runs__lease_held_answers_409_run_refused_and_keeps_the_refusal(
     client, make_policy, frozen
 ):
     make_policy("idv.photo", timedelta(days=30))
-    holder = services.run_start(mode=RunMode.ENFORCE, data_classes=["idv.photo"], now=frozen)
+    holder = engine.run_start(mode=RunMode.ENFORCE, data_classes=["idv.photo"], now=frozen)
 
     response = trigger(client, {"mode": "enforce", "data_classes": ["idv.photo"]})
 

@@ -14,7 +14,7 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.db import connections
 
-from retention import services
+from retention import engine
 from retention.models import DeletionEvent, EventBatch, RunMode
 from retention.services.evidence import chain_head, receipt_for
 from tests.helpers import put_tracked
@@ -30,8 +30,8 @@ def chained(make_policy, now):
         at = now + timedelta(days=day)
         for i in range(4):
             put_tracked(tenant_id=f"t{i % 2}", now=at - timedelta(days=31, seconds=i))
-        run = services.run_start(mode=RunMode.ENFORCE, now=at)
-        services.run_execute(run=run, clock=lambda at=at: at)
+        run = engine.run_start(mode=RunMode.ENFORCE, now=at)
+        engine.run_execute(run=run, clock=lambda at=at: at)
     assert EventBatch.objects.count() >= 6
     return list(EventBatch.objects.order_by("seq"))
 
@@ -197,7 +197,7 @@ def test_verify__chain_written_by_concurrent_workers_is_intact(make_policy, now)
     make_policy(batch_size=5)
     for i in range(120):
         put_tracked(now=now - timedelta(days=31, seconds=i))
-    run = services.run_start(mode=RunMode.ENFORCE, now=now)
+    run = engine.run_start(mode=RunMode.ENFORCE, now=now)
     errors: list[BaseException] = []
     barrier = threading.Barrier(3)
 
@@ -205,10 +205,10 @@ def test_verify__chain_written_by_concurrent_workers_is_intact(make_policy, now)
         try:
             barrier.wait(timeout=10)
             while True:
-                claim = services.records_claim(run=run, data_class="idv.photo", limit=5, now=now)
+                claim = engine.records_claim(run=run, data_class="idv.photo", limit=5, now=now)
                 if not claim.items:
                     return
-                services.claim_dispose(claim=claim, clock=lambda: now)
+                engine.claim_dispose(claim=claim, clock=lambda: now)
         except BaseException as exc:
             errors.append(exc)
         finally:

@@ -15,7 +15,7 @@ import pytest
 from django.core.management import CommandError, call_command
 from freezegun import freeze_time
 
-from retention import api, services
+from retention import api, engine
 from retention.models import (
     DeletionEvent,
     RecordState,
@@ -275,7 +275,7 @@ def test_run_retention__paused_is_refused_and_the_refusal_is_in_the_ledger(
 def test_run_retention__second_trigger_while_the_lease_is_held_is_refused(make_policy, now):
     make_policy("idv.photo", timedelta(days=30))
     old = put_tracked(now=now - timedelta(days=31))
-    first = services.run_start(mode=RunMode.ENFORCE, now=now - timedelta(seconds=10))
+    first = engine.run_start(mode=RunMode.ENFORCE, now=now - timedelta(seconds=10))
 
     error = refused(at=now)
 

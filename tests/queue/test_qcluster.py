@@ -27,6 +27,7 @@ from django.utils import timezone
 from django_q.models import Schedule
 
 from retention import services
+from retention.engine import SWEEP_SCHEDULE, schedules_install
 from retention.models import (
     DeletionEvent,
     EventOutcome,
@@ -37,7 +38,6 @@ from retention.models import (
     RunTrigger,
 )
 from retention.services.evidence import VerifyResult, chain_verify
-from retention.services.schedule import SWEEP_SCHEDULE, schedules_install
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from django.db import connection, connections, transaction
 
-from retention import services
+from retention import engine
 from retention.exceptions import RunRefused
 from retention.models import DeletionEvent, RecordState, RetentionRecord, Run, RunMode, RunStatus
 from tests.helpers import exists, put_tracked
@@ -46,7 +46,7 @@ def in_thread(fn: Callable[[], Any]) -> Callable[[], Any]:
 def test_claim__rows_locked_by_another_worker_are_skipped_not_waited_for(make_policy, now):
     make_policy()
     records = [put_tracked(now=now - timedelta(days=31, seconds=i)) for i in range(10)]
-    run = services.run_start(mode=RunMode.ENFORCE, now=now)
+    run = engine.run_start(mode=RunMode.ENFORCE, now=now)
     oldest_five = sorted(records, key=lambda r: (r.expires_at, r.pk))[:5]
     locked = threading.Event()
     release = threading.Event()
@@ -65,7 +65,7 @@ def test_claim__rows_locked_by_another_worker_are_skipped_not_waited_for(make_po
     thread, result = in_thread(worker_a)()
     assert locked.wait(timeout=10)
     try:
-        claim_b = services.records_claim(run=run, data_class="idv.photo", limit=10, now=now)
+        claim_b = engine.records_claim(run=run, data_class="idv.photo", limit=10, now=now)
     finally:
         release.set()
         thread.join(timeout=30)
@@ -80,14 +80,14 @@ def test_claim__two_workers_claiming_concurrently_get_disjoint_rows(make_policy,
     total = 300
     for i in range(total):
         put_tracked(now=now - timedelta(days=31, seconds=i))
-    run = services.run_start(mode=RunMode.ENFORCE, now=now)
+    run = engine.run_start(mode=RunMode.ENFORCE, now=now)
     barrier = threading.Barrier(2)
 
     def worker() -> list[int]:
         barrier.wait(timeout=10)
         got: list[int] = []
         while True:
-            claim = services.records_claim(run=run, data_class="idv.photo", limit=7, now=now)
+            claim = engine.records_claim(run=run, data_class="idv.photo", limit=7, now=now)
             if not claim.items:
                 return got
             got.extend(item.record_id for item in claim.items)
@@ -112,10 +112,10 @@ def test_two_concurrent_triggers__one_run_sweeps_the_other_is_refused(make_polic
     def trigger() -> str:
         barrier.wait(timeout=10)
         try:
-            run = services.run_start(mode=RunMode.ENFORCE, now=now)
+            run = engine.run_start(mode=RunMode.ENFORCE, now=now)
         except RunRefused as exc:
             return f"refused:{exc.reason}"
-        services.run_execute(run=run, clock=lambda: now)
+        engine.run_execute(run=run, clock=lambda: now)
         return f"swept:{run.pk}"
 
     threads = [in_thread(trigger)() for _ in range(2)]
@@ -136,12 +136,12 @@ def test_two_concurrent_triggers__one_run_sweeps_the_other_is_refused(make_polic
 def test_run_lease__a_dead_runs_lease_expires_and_the_next_trigger_proceeds(make_policy, now):
     make_policy()
     put_tracked(now=now - timedelta(days=31))
-    dead = services.run_start(mode=RunMode.ENFORCE, now=now)  # never executed: "crashed"
+    dead = engine.run_start(mode=RunMode.ENFORCE, now=now)  # never executed: "crashed"
     with pytest.raises(RunRefused):
-        services.run_start(mode=RunMode.ENFORCE, now=now + timedelta(minutes=1))
+        engine.run_start(mode=RunMode.ENFORCE, now=now + timedelta(minutes=1))
     later = now + timedelta(minutes=10)
-    run = services.run_start(mode=RunMode.ENFORCE, now=later)
-    run = services.run_execute(run=run, clock=lambda: later)
+    run = engine.run_start(mode=RunMode.ENFORCE, now=later)
+    run = engine.run_execute(run=run, clock=lambda: later)
     dead.refresh_from_db()
     assert run.deleted == 1
     assert dead.status == RunStatus.ABANDONED

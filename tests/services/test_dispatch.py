@@ -25,8 +25,15 @@ from django_q.scheduler import scheduler
 from django_q.signing import SignedPackage
 from freezegun import freeze_time
 
-from retention import api, services
+from retention import api, engine
 from retention.disposal import DisposalItem, ObjectDisposer
+from retention.engine import (
+    BATCH_TASK,
+    DISPATCH_TASK,
+    SWEEP_SCHEDULE,
+    WATCHDOG_SCHEDULE,
+    schedule_slot_for,
+)
 from retention.guard import GuardReading
 from retention.models import (
     BatchState,
@@ -41,8 +48,6 @@ from retention.models import (
     RunStatus,
     RunTrigger,
 )
-from retention.services.dispatch import BATCH_TASK, DISPATCH_TASK, schedule_slot_for
-from retention.services.schedule import SWEEP_SCHEDULE, WATCHDOG_SCHEDULE
 from tests.helpers import exists, put_tracked
 
 pytestmark = pytest.mark.django_db
@@ -75,7 +80,7 @@ class Queue:
             self.deliver(payload)
 
     def run_batch(self, payload: dict[str, Any], **kwargs: Any) -> None:
-        services.batch_dispose(payload=payload, clock=self.clock, **kwargs)
+        engine.batch_dispose(payload=payload, clock=self.clock, **kwargs)
 
     @property
     def batches(self) -> list[dict[str, Any]]:
@@ -91,13 +96,13 @@ def over_budget(*, now: datetime) -> GuardReading:
 
 
 def enqueue(now: datetime, queue: Queue, **kwargs: Any) -> Run:
-    return services.run_enqueue(
+    return engine.run_enqueue(
         mode=RunMode.ENFORCE, trigger=RunTrigger.COMMAND, now=now, publish=queue, **kwargs
     )
 
 
 def dispatch(run: Run, queue: Queue, guard: Any = under_budget, **kwargs: Any) -> str:
-    return services.run_dispatch(
+    return engine.run_dispatch(
         run_id=run.pk,
         clock=queue.clock,
         sleep=queue.clock.sleep,
@@ -314,7 +319,7 @@ def test_dispatch__respects_the_global_limit_of_batches_in_flight(make_policy, n
                 queue.run_batch(waiting)
         queue.clock.sleep(seconds)
 
-    status = services.run_dispatch(
+    status = engine.run_dispatch(
         run_id=run.pk,
         clock=queue.clock,
         sleep=finish_stragglers,
@@ -367,7 +372,7 @@ def test_dispatch__two_dispatcher_threads_sweep_once(make_policy, now):
         try:
             barrier.wait()
             results.append(
-                services.run_dispatch(
+                engine.run_dispatch(
                     run_id=run.pk,
                     clock=lambda: now,
                     sleep=lambda s: None,
@@ -414,7 +419,7 @@ def test_dispatch__publish_failures_release_rows_and_end_the_run(make_policy, no
     def broker_down(func: str, payload: dict[str, Any], name: str) -> None:
         raise ConnectionError("broker down")
 
-    status = services.run_dispatch(
+    status = engine.run_dispatch(
         run_id=run.pk,
         clock=queue.clock,
         sleep=queue.clock.sleep,
@@ -440,8 +445,8 @@ def test_watchdog__republishes_the_dispatcher_of_a_stalled_run(make_policy, now,
     run = enqueue(now, queue)
     queue.published.clear()
 
-    assert services.runs_resume_stalled(now=now + timedelta(seconds=30), publish=queue) == []
-    resumed = services.runs_resume_stalled(now=now + timedelta(seconds=61), publish=queue)
+    assert engine.runs_resume_stalled(now=now + timedelta(seconds=30), publish=queue) == []
+    resumed = engine.runs_resume_stalled(now=now + timedelta(seconds=61), publish=queue)
 
     assert [r.pk for r in resumed] == [run.pk]
     assert queue.published == [(DISPATCH_TASK, {"run_id": str(run.pk)})]
@@ -529,7 +534,7 @@ def test_pause__a_batch_not_yet_started_gives_its_rows_back(make_policy, now, ap
             queue.run_batch(held_back.pop())
         queue.clock.sleep(seconds)
 
-    status = services.run_dispatch(
+    status = engine.run_dispatch(
         run_id=run.pk,
         clock=queue.clock,
         sleep=pause_then_deliver,
@@ -561,8 +566,8 @@ def test_schedule__two_firings_in_one_slot_start_one_run(make_policy, now, setti
     make_policy()
     queue = Queue(FakeTime(now))
 
-    first = services.run_schedule_fire(now=now + timedelta(minutes=1), publish=queue)
-    second = services.run_schedule_fire(now=now + timedelta(minutes=7), publish=queue)
+    first = engine.run_schedule_fire(now=now + timedelta(minutes=1), publish=queue)
+    second = engine.run_schedule_fire(now=now + timedelta(minutes=7), publish=queue)
 
     assert first is not None and second is not None and first.pk == second.pk
     assert Run.objects.count() == 1

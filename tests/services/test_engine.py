@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from django.core.files.storage import storages
 
-from retention import api, services
+from retention import api, engine, services
 from retention.disposal import DisposalItem, ObjectDisposer
 from retention.exceptions import RecordBeingDisposed
 from retention.models import (
@@ -34,7 +34,7 @@ def outcomes(record: RetentionRecord) -> list[str]:
 
 
 def start(now: datetime, **kwargs: Any) -> Run:
-    return services.run_start(mode=RunMode.ENFORCE, now=now, **kwargs)
+    return engine.run_start(mode=RunMode.ENFORCE, now=now, **kwargs)
 
 
 # --------------------------------------------------------------------------
@@ -47,13 +47,13 @@ def test_expiry__active_one_second_before_and_claimable_at_expires_at(make_polic
     assert record.expires_at == now
 
     early = start(now - timedelta(seconds=1))
-    assert services.records_claim(run=early, data_class="idv.photo", limit=10, now=now).items == ()
-    services.run_execute(run=early, clock=lambda: now - timedelta(seconds=1))
+    assert engine.records_claim(run=early, data_class="idv.photo", limit=10, now=now).items == ()
+    engine.run_execute(run=early, clock=lambda: now - timedelta(seconds=1))
     record.refresh_from_db()
     assert record.state == RecordState.ACTIVE
 
     on_time = start(now)
-    claim = services.records_claim(run=on_time, data_class="idv.photo", limit=10, now=now)
+    claim = engine.records_claim(run=on_time, data_class="idv.photo", limit=10, now=now)
     assert [item.record_id for item in claim.items] == [record.pk]
 
 
@@ -95,11 +95,11 @@ def test_renewed_after_claim__not_deleted_and_event_says_skipped_renewed(make_po
     make_policy()
     record = put_tracked(now=now - timedelta(days=31))
     run = start(now)
-    claim = services.records_claim(run=run, data_class="idv.photo", limit=10, now=now)
+    claim = engine.records_claim(run=run, data_class="idv.photo", limit=10, now=now)
     assert len(claim) == 1
 
     api.renew(record, now=now)
-    result = services.claim_dispose(claim=claim, clock=lambda: now)
+    result = engine.claim_dispose(claim=claim, clock=lambda: now)
 
     record.refresh_from_db()
     assert result["skipped_renewed"] == 1 and result["deleted"] == 0
@@ -113,7 +113,7 @@ def test_renew__refused_once_disposal_has_started(make_policy, now):
     make_policy()
     record = put_tracked(now=now - timedelta(days=31))
     run = start(now)
-    claim = services.records_claim(run=run, data_class="idv.photo", limit=10, now=now)
+    claim = engine.records_claim(run=run, data_class="idv.photo", limit=10, now=now)
 
     class RenewingDuringDelete(ObjectDisposer):
         refused: Exception | None = None
@@ -125,7 +125,7 @@ def test_renew__refused_once_disposal_has_started(make_policy, now):
                 RenewingDuringDelete.refused = exc
             return super().dispose(items, **kwargs)
 
-    services.claim_dispose(claim=claim, clock=lambda: now, disposer=RenewingDuringDelete())
+    engine.claim_dispose(claim=claim, clock=lambda: now, disposer=RenewingDuringDelete())
     record.refresh_from_db()
     assert isinstance(RenewingDuringDelete.refused, RecordBeingDisposed)
     assert record.state == RecordState.DELETED
@@ -136,10 +136,10 @@ def test_duplicate_disposal_of_one_claim__one_tombstone_one_deleted_event(make_p
     make_policy()
     record = put_tracked(now=now - timedelta(days=31))
     run = start(now)
-    claim = services.records_claim(run=run, data_class="idv.photo", limit=10, now=now)
+    claim = engine.records_claim(run=run, data_class="idv.photo", limit=10, now=now)
 
-    first = services.claim_dispose(claim=claim, clock=lambda: now)
-    second = services.claim_dispose(claim=claim, clock=lambda: now)
+    first = engine.claim_dispose(claim=claim, clock=lambda: now)
+    second = engine.claim_dispose(claim=claim, clock=lambda: now)
 
     record.refresh_from_db()
     assert first["deleted"] == 1 and second["deleted"] == 0
@@ -163,7 +163,7 @@ def test_crash_after_delete_before_tombstone__next_run_records_already_absent(ma
 
     run = start(now)
     with pytest.raises(SystemExit):
-        services.run_execute(run=run, clock=lambda: now, disposer=DiesAfterDelete())
+        engine.run_execute(run=run, clock=lambda: now, disposer=DiesAfterDelete())
     record.refresh_from_db()
     assert not exists(record)
     assert record.state == RecordState.DELETING
@@ -184,13 +184,13 @@ def test_lease_expiry__reclaimed_by_b_while_a_stalls__one_tombstone_two_attempts
     make_policy()
     record = put_tracked(now=now - timedelta(days=31))
     run = start(now)
-    claim_a = services.records_claim(run=run, data_class="idv.photo", limit=10, now=now)
+    claim_a = engine.records_claim(run=run, data_class="idv.photo", limit=10, now=now)
 
     later = now + timedelta(minutes=6)  # LEASE_SECONDS defaults to 300
-    claim_b = services.records_claim(run=run, data_class="idv.photo", limit=10, now=later)
+    claim_b = engine.records_claim(run=run, data_class="idv.photo", limit=10, now=later)
     assert [i.record_id for i in claim_b.items] == [record.pk]
-    result_b = services.claim_dispose(claim=claim_b, clock=lambda: later)
-    result_a = services.claim_dispose(claim=claim_a, clock=lambda: later)
+    result_b = engine.claim_dispose(claim=claim_b, clock=lambda: later)
+    result_a = engine.claim_dispose(claim=claim_a, clock=lambda: later)
 
     record.refresh_from_db()
     assert result_b["deleted"] == 1
@@ -204,12 +204,12 @@ def test_lease_expiry__a_resumes_before_b_finishes__b_still_records_once(make_po
     make_policy()
     record = put_tracked(now=now - timedelta(days=31))
     run = start(now)
-    claim_a = services.records_claim(run=run, data_class="idv.photo", limit=10, now=now)
+    claim_a = engine.records_claim(run=run, data_class="idv.photo", limit=10, now=now)
     later = now + timedelta(minutes=6)
-    claim_b = services.records_claim(run=run, data_class="idv.photo", limit=10, now=later)
+    claim_b = engine.records_claim(run=run, data_class="idv.photo", limit=10, now=later)
 
-    result_a = services.claim_dispose(claim=claim_a, clock=lambda: later)
-    result_b = services.claim_dispose(claim=claim_b, clock=lambda: later)
+    result_a = engine.claim_dispose(claim=claim_a, clock=lambda: later)
+    result_b = engine.claim_dispose(claim=claim_b, clock=lambda: later)
 
     record.refresh_from_db()
     assert result_a["deleted"] == 0  # no longer A's lease: A touches nothing
@@ -296,10 +296,10 @@ def test_legal_hold__placed_after_claim_is_honoured_at_recheck(make_policy, now,
     make_policy()
     record = put_tracked(now=now - timedelta(days=31))
     run = start(now)
-    claim = services.records_claim(run=run, data_class="idv.photo", limit=10, now=now)
+    claim = engine.records_claim(run=run, data_class="idv.photo", limit=10, now=now)
     api.place_hold(reason="Regulator request", placed_by=approver, now=now, record=record)
 
-    result = services.claim_dispose(claim=claim, clock=lambda: now)
+    result = engine.claim_dispose(claim=claim, clock=lambda: now)
     record.refresh_from_db()
     assert result["skipped_held"] == 1 and result["deleted"] == 0
     assert exists(record) and record.state == RecordState.ACTIVE
@@ -339,8 +339,8 @@ def test_throttling_then_success__retried_with_backoff_within_the_run(make_polic
         waits.append(seconds)
         clock_now[0] += timedelta(seconds=seconds)
 
-    run = services.run_start(mode=RunMode.ENFORCE, now=now)
-    run = services.run_execute(run=run, clock=lambda: clock_now[0], disposer=flaky, sleep=sleep)
+    run = engine.run_start(mode=RunMode.ENFORCE, now=now)
+    run = engine.run_execute(run=run, clock=lambda: clock_now[0], disposer=flaky, sleep=sleep)
 
     record.refresh_from_db()
     assert run.status == "finished"
@@ -363,8 +363,8 @@ def test_throttling__gives_up_after_max_attempts_as_failed_with_reason(make_poli
     def sleep(seconds: float) -> None:
         clock_now[0] += timedelta(seconds=seconds)
 
-    run = services.run_start(mode=RunMode.ENFORCE, now=now)
-    run = services.run_execute(
+    run = engine.run_start(mode=RunMode.ENFORCE, now=now)
+    run = engine.run_execute(
         run=run, clock=lambda: clock_now[0], disposer=FlakyDisposer(failures=99), sleep=sleep
     )
     record.refresh_from_db()
@@ -419,8 +419,8 @@ def test_cutoff__fixed_across_pages_and_across_utc_midnight(make_policy):
     late = put_tracked(now=start_at - timedelta(days=1) - timedelta(minutes=1))
 
     ticks = iter(start_at + timedelta(seconds=5 * i) for i in range(1000))
-    run = services.run_start(mode=RunMode.ENFORCE, now=start_at)
-    run = services.run_execute(run=run, clock=lambda: next(ticks))
+    run = engine.run_start(mode=RunMode.ENFORCE, now=start_at)
+    run = engine.run_execute(run=run, clock=lambda: next(ticks))
 
     late.refresh_from_db()
     assert run.cutoff == start_at - timedelta(minutes=5)
@@ -554,7 +554,7 @@ def test_s3__missing_bucket_refuses_the_run_before_any_claim(make_policy, now, s
     from retention.exceptions import RunRefused
 
     with pytest.raises(RunRefused) as refused:
-        services.run_start(mode=RunMode.ENFORCE, now=now)
+        engine.run_start(mode=RunMode.ENFORCE, now=now)
     assert refused.value.reason == "storage_unavailable"
     record.refresh_from_db()
     assert record.state == RecordState.ACTIVE and record.attempts == 0
@@ -577,8 +577,8 @@ def test_rate_limit__inline_run_waits_for_the_gate(make_policy, now):
 
     gate: RateGate = CountingGate()
     run = start(now)
-    claim = services.records_claim(run=run, data_class="idv.photo", limit=10, now=now)
-    services.claim_dispose(claim=claim, clock=lambda: now, gate=gate)
+    claim = engine.records_claim(run=run, data_class="idv.photo", limit=10, now=now)
+    engine.claim_dispose(claim=claim, clock=lambda: now, gate=gate)
     assert acquired == [3]
 
 
@@ -590,7 +590,7 @@ def test_kill_switch__paused_mid_run_stops_claiming(make_policy, now, approver):
         api.pause(by=approver, reason="incident 7", now=now)
 
     run = start(now)
-    run = services.run_execute(run=run, clock=lambda: now, progress=pause_after_first_page)
+    run = engine.run_execute(run=run, clock=lambda: now, progress=pause_after_first_page)
     assert run.status == "paused"
     assert run.deleted == 1
     assert sum(1 for r in records if exists(r)) == 2
@@ -612,7 +612,7 @@ def test_claim_cursor__a_row_the_walk_went_past_is_taken_by_the_final_pass(
             api.release_hold(hold, released_by=approver, reason="audit over", now=now)
 
     run = start(now)
-    run = services.run_execute(run=run, clock=lambda: now, progress=release_after_first_page)
+    run = engine.run_execute(run=run, clock=lambda: now, progress=release_after_first_page)
 
     # Pages 1 and 2 took the two others, each after the last one's cursor;
     # the walk then found nothing after the cursor and went once more from

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from retention import api, services
+from retention import api, engine
 from retention.conf import settings as retention_settings
 from retention.disposal import ObjectDisposer, can_overlap
 from retention.models import (
@@ -175,8 +175,8 @@ def test_overlap__kill_switch_lets_the_page_in_flight_finish(
         if len(pages) == 1:
             api.pause(by=approver, reason="incident 9", now=now)
 
-    run = services.run_start(mode="enforce", now=now)
-    run = services.run_execute(run=run, clock=lambda: now, progress=pause_after_first_page)
+    run = engine.run_start(mode="enforce", now=now)
+    run = engine.run_execute(run=run, clock=lambda: now, progress=pause_after_first_page)
 
     assert run.status == RunStatus.PAUSED
     # Page 2 was claimed and sent before the pause was seen: it finished

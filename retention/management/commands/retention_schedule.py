@@ -9,7 +9,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
 from retention.conf import settings
-from retention.services.schedule import ScheduleChange, schedules_install, schedules_remove
+from retention.engine import ScheduleChange, schedules_install, schedules_remove
 
 
 class Command(BaseCommand):

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
+from retention.engine import run_enqueue, run_execute, run_start
 from retention.exceptions import RunRefused
 from retention.models import Run, RunMode, RunStatus, RunTrigger
 from retention.reporting import progress_line, rfc3339, run_as_json, summary_lines
-from retention.services import run_enqueue, run_execute, run_start
 
 
 class Command(BaseCommand):
@@ -128,7 +129,7 @@ class Command(BaseCommand):
             for line in summary_lines(run):
                 self.stdout.write(line)
 
-    def _follow(self, run: Run, progress: Any) -> Run:
+    def _follow(self, run: Run, progress: Callable[[Run], None]) -> Run:
         """Poll the queued run until it ends; the workers do the work."""
         try:
             while run.status == RunStatus.RUNNING:

@@ -1,0 +1,78 @@
+"""The deletion engine: one loop over claimed pages, run inline or through django-q2.
+
+Modules, one concept each, imported one way (rules ← leases ← ledger ←
+claims ← events ← page ← stepping ← executors):
+
+- ``rules``: each class's rules and cutoff, fixed when a run starts;
+- ``leases``: the single-flight run lease and a queued run's dispatcher lease;
+- ``ledger``: starting, closing and counting runs;
+- ``claims``: bounded pages moved to ``deleting`` under a lease;
+- ``events``, ``page``, ``finalize``, ``overlap``: disposing of a page —
+  re-check, delete, finalize, events;
+- ``measure``: what a run owes, and the dry-run report;
+- ``stepping``: when a run stops, lease arithmetic, heartbeats, retry waits;
+- ``inline`` and ``queued`` (+ ``batch``): the two executors;
+- ``publish``: task names and how queued runs are published;
+- ``schedule``: the nightly sweep and its watchdog.
+
+The names below are the engine's entry points for the interfaces (command,
+tasks, REST API, admin) and for ``retention.api``.
+"""
+
+from __future__ import annotations
+
+from retention.engine.batch import batch_dispose
+from retention.engine.claims import Claim, ClaimedItem, records_claim, records_claim_next
+from retention.engine.events import ClaimOutcome
+from retention.engine.inline import run_execute
+from retention.engine.ledger import run_abort, run_counts, run_finish, run_start
+from retention.engine.page import claim_dispose
+from retention.engine.publish import (
+    BATCH_TASK,
+    DISPATCH_TASK,
+    run_enqueue,
+    run_trigger,
+    task_budget_seconds,
+)
+from retention.engine.queued import run_dispatch
+from retention.engine.rules import class_cutoff
+from retention.engine.schedule import (
+    SWEEP_SCHEDULE,
+    WATCHDOG_SCHEDULE,
+    ScheduleChange,
+    run_schedule_fire,
+    runs_resume_stalled,
+    schedule_slot_for,
+    schedules_install,
+    schedules_remove,
+)
+
+__all__ = [
+    "BATCH_TASK",
+    "DISPATCH_TASK",
+    "SWEEP_SCHEDULE",
+    "WATCHDOG_SCHEDULE",
+    "Claim",
+    "ClaimOutcome",
+    "ClaimedItem",
+    "ScheduleChange",
+    "batch_dispose",
+    "claim_dispose",
+    "class_cutoff",
+    "records_claim",
+    "records_claim_next",
+    "run_abort",
+    "run_counts",
+    "run_dispatch",
+    "run_enqueue",
+    "run_execute",
+    "run_finish",
+    "run_schedule_fire",
+    "run_start",
+    "run_trigger",
+    "runs_resume_stalled",
+    "schedule_slot_for",
+    "schedules_install",
+    "schedules_remove",
+    "task_budget_seconds",
+]

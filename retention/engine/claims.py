@@ -1,0 +1,295 @@
+"""Claims: a bounded page of eligible rows moved to ``deleting`` under a fresh lease.
+
+One short transaction per page: ``SELECT … FOR UPDATE SKIP LOCKED`` in
+``(expires_at, id)`` order, then one ``UPDATE`` of those ids. Rows locked by
+another claimer are skipped, not waited for, and no lock is held once the
+claim returns. A page resumes after the previous page's last row (a cursor
+per class), so the claim's cost does not grow with what earlier pages walked
+past.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.db import connection, transaction
+from django.db.models import F, Q
+
+from retention import counters
+from retention.conf import settings
+from retention.engine.rules import class_cutoff, run_scope
+from retention.models import (
+    Policy,
+    PolicyVersion,
+    RecordState,
+    RetentionRecord,
+    Run,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimedItem:
+    record_id: int
+    row_version: int
+    tenant_id: str
+    data_class: str
+    storage: str
+    object_key: str
+    key_digest: str
+    expires_at: datetime
+    attempt: int
+    probe: bool
+    policy_version_id: int
+    policy_key: str
+    policy_version_number: int
+    disposition: str
+    erase_all_versions: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    run_id: uuid.UUID
+    token: uuid.UUID
+    cutoff: datetime
+    items: tuple[ClaimedItem, ...]
+    lease_seconds: float = 300.0
+    # Claimed with start_disposal: the claim's own transaction was the re-check.
+    rechecked: bool = False
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+
+CLAIM_FIELDS = (
+    "id",
+    "row_version",
+    "tenant_id",
+    "data_class",
+    "storage",
+    "object_key",
+    "key_digest",
+    "expires_at",
+    "attempts",
+    "disposal_started_at",
+    "policy_version_id",
+    "policy_version__policy__data_class",
+    "policy_version__number",
+    "policy_version__disposition",
+    "policy_version__erase_all_versions",
+)
+
+
+def claimed_item(
+    row: dict[str, Any], *, row_version: int | None = None, probe: bool | None = None
+) -> ClaimedItem:
+    """A claimed row (``values(*CLAIM_FIELDS)``) as the disposal steps need it.
+
+    ``row_version``: the version the claim saw, when the row was read later;
+    ``probe``: whether an earlier attempt may have reached storage, when the
+    row read already carries this claim's own disposal mark.
+    """
+    return ClaimedItem(
+        record_id=row["id"],
+        row_version=row["row_version"] if row_version is None else row_version,
+        tenant_id=row["tenant_id"],
+        data_class=row["data_class"],
+        storage=row["storage"],
+        object_key=row["object_key"],
+        key_digest=row["key_digest"],
+        expires_at=row["expires_at"],
+        attempt=row["attempts"],
+        probe=row["disposal_started_at"] is not None if probe is None else probe,
+        policy_version_id=row["policy_version_id"],
+        policy_key=row["policy_version__policy__data_class"],
+        policy_version_number=row["policy_version__number"],
+        disposition=row["policy_version__disposition"],
+        erase_all_versions=row["policy_version__erase_all_versions"],
+    )
+
+
+def _claim_returning(
+    candidates: Any, token: uuid.UUID, lease_until: datetime, marks: dict[str, Any]
+) -> tuple[dict[int, Any], list[dict[str, Any]]]:
+    """PostgreSQL: lock the page, then move and read it in one statement.
+
+    ``candidates`` is the SKIP LOCKED selection of (id, disposal_started_at):
+    its value from before the update says whether an earlier attempt was
+    under way. The update names its rows by an array of ids, so it fetches
+    them by primary key whatever the planner believes of the table (a join
+    to the locking query turned into a scan of the whole table, or worse,
+    when the statistics were stale).
+    """
+    earlier = dict(candidates)
+    if not earlier:
+        return {}, []
+    qn = connection.ops.quote_name
+    record = RetentionRecord._meta
+    version = PolicyVersion._meta
+    policy = Policy._meta
+    sets = [f"{qn('state')} = %s", f"{qn('lease_owner')} = %s", f"{qn('lease_expires_at')} = %s"]
+    params: list[Any] = [RecordState.DELETING, token, lease_until]
+    sets.append(f"{qn('attempts')} = r.{qn('attempts')} + 1")
+    for name, value in marks.items():
+        sets.append(f"{qn(name)} = %s")
+        params.append(value)
+    plain = [f for f in CLAIM_FIELDS if "__" not in f]
+    returning = [f"r.{qn(f)}" for f in plain] + [
+        f"p.{qn('data_class')}",
+        f"v.{qn('number')}",
+        f"v.{qn('disposition')}",
+        f"v.{qn('erase_all_versions')}",
+    ]
+    sql = (
+        f"UPDATE {qn(record.db_table)} AS r SET {', '.join(sets)} "
+        f"FROM {qn(version.db_table)} AS v, {qn(policy.db_table)} AS p "
+        f"WHERE r.{qn('id')} = ANY(%s) AND v.{qn('id')} = r.{qn('policy_version_id')} "
+        f"AND p.{qn('id')} = v.{qn('policy_id')} RETURNING {', '.join(returning)}"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*params, list(earlier)])
+        fetched = cursor.fetchall()
+    names = [
+        *plain,
+        "policy_version__policy__data_class",
+        "policy_version__number",
+        "policy_version__disposition",
+        "policy_version__erase_all_versions",
+    ]
+    rows = sorted(
+        (dict(zip(names, values, strict=True)) for values in fetched),
+        key=lambda row: (row["expires_at"], row["id"]),
+    )
+    return earlier, rows
+
+
+def _claim_portable(
+    candidates: Any, token: uuid.UUID, lease_until: datetime, marks: dict[str, Any]
+) -> tuple[dict[int, Any], list[dict[str, Any]]]:
+    """Lock, move and read the page in three statements (any database)."""
+    # Whether an earlier attempt may have reached storage, before this claim
+    # marks the rows itself.
+    earlier = dict(candidates)
+    if not earlier:
+        return {}, []
+    RetentionRecord.objects.filter(id__any_of=list(earlier)).update(
+        state=RecordState.DELETING,
+        lease_owner=token,
+        lease_expires_at=lease_until,
+        attempts=F("attempts") + 1,
+        **marks,
+    )
+    rows = list(
+        RetentionRecord.objects.filter(id__any_of=list(earlier), lease_owner=token)
+        .order_by("expires_at", "id")
+        .values(*CLAIM_FIELDS)
+    )
+    return earlier, rows
+
+
+def records_claim(
+    *,
+    run: Run,
+    data_class: str,
+    limit: int,
+    now: datetime,
+    lease_seconds: float | None = None,
+    start_disposal: bool = False,
+    after: tuple[datetime, int] | None = None,
+) -> Claim:
+    """Move up to ``limit`` eligible rows to ``deleting`` under a fresh lease.
+
+    Rows locked by another claimer are skipped, not waited for. The
+    transaction holds no lock once this returns.
+
+    ``start_disposal``: the caller deletes right away (the inline engine), so
+    the claim is the re-check too. It selects under row locks only rows that
+    are expired and unheld against the holds as they are now — what the
+    re-check would verify — and marks them as being disposed of in the same
+    write, sparing each row a second update and the page a transaction.
+
+    ``after``: the ``(expires_at, id)`` of the last row the caller's previous
+    page took; the walk starts there instead of at the oldest due row, past
+    what earlier pages skipped (held rows, rows locked by other claimers).
+    A caller that gets nothing after its cursor claims once more without it.
+    """
+    token = uuid.uuid4()
+    cutoff = class_cutoff(run, data_class)
+    # A paced page can take longer than the base lease: the caller adds the
+    # time the rate gate will make it wait.
+    lease_seconds = lease_seconds if lease_seconds is not None else settings.LEASE_SECONDS
+    lease_until = now + timedelta(seconds=lease_seconds)
+    with transaction.atomic():
+        candidates = (
+            run_scope(run)
+            .filter(data_class=data_class)
+            .claimable(cutoff=cutoff, now=now)
+            .not_held()
+            .filter(_after_q(after))
+            .order_by("expires_at", "id")
+            .select_for_update(skip_locked=True, of=("self",))
+            .values_list("id", "disposal_started_at")[:limit]
+        )
+        marks: dict[str, Any] = {"disposal_started_at": now} if start_disposal else {}
+        move = _claim_returning if connection.vendor == "postgresql" else _claim_portable
+        earlier, rows = move(candidates, token, lease_until, marks)
+        if rows:
+            Run.objects.filter(pk=run.pk).update(claimed=F("claimed") + len(rows))
+            counters.count_on_commit(data_class, {"claimed": len(rows)})
+    items = tuple(claimed_item(row, probe=earlier[row["id"]] is not None) for row in rows)
+    return Claim(
+        run_id=run.pk,
+        token=token,
+        cutoff=cutoff,
+        items=items,
+        lease_seconds=lease_seconds,
+        rechecked=start_disposal,
+    )
+
+
+def _after_q(after: tuple[datetime, int] | None) -> Q:
+    if after is None:
+        return Q()
+    expires_at, record_id = after
+    # The lower bound is what the index walk starts from; the exclusion is
+    # the few rows of the same instant that came before.
+    return Q(expires_at__gte=expires_at) & ~Q(expires_at=expires_at, id__lte=record_id)
+
+
+def claim_cursor(claim: Claim) -> tuple[datetime, int] | None:
+    """Where the next page of the same walk starts (``records_claim(after=)``)."""
+    if not claim.items:
+        return None
+    last = max(claim.items, key=lambda item: (item.expires_at, item.record_id))
+    return last.expires_at, last.record_id
+
+
+Cursors = dict[str, tuple[datetime, int] | None]
+
+
+def records_claim_next(*, cursors: Cursors, data_class: str, **claim: Any) -> Claim:
+    """The next page of a run's walk over one class (``records_claim``'s arguments).
+
+    Resumes after the class's cursor, so the claim's cost does not grow with
+    what earlier pages walked past. When nothing is left after it, one pass
+    from the start picks up rows it went past (locked then, lease expired,
+    retry due, given back). Moves the cursor; an empty page clears it.
+    """
+    after = cursors.get(data_class)
+    page = records_claim(data_class=data_class, after=after, **claim)
+    if not page.items and after is not None:
+        page = records_claim(data_class=data_class, **claim)
+    cursors[data_class] = claim_cursor(page)
+    return page
+
+
+def claim_release(token: uuid.UUID) -> int:
+    """Give a claim's rows back to the claim queue, unprocessed (attempt not counted)."""
+    return RetentionRecord.objects.filter(lease_owner=token, state=RecordState.DELETING).update(
+        state=RecordState.ACTIVE,
+        lease_owner=None,
+        lease_expires_at=None,
+        attempts=F("attempts") - 1,
+    )

@@ -1,0 +1,114 @@
+"""Deletion events of claimed items: their idempotency keys, and the held skips of a run.
+
+Every decision about a record leaves one event in the hash chain
+(``retention.services.evidence``). The idempotency key (policy version +
+record + disposition, plus the outcome and attempt or row version where one
+record can see that outcome more than once) is unique, so a replayed page
+records nothing twice.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from retention.engine.claims import ClaimedItem
+from retention.engine.rules import expired_pending
+from retention.models import EventOutcome, Run
+from retention.services.evidence import NewEvent, events_append
+
+
+@dataclass
+class ClaimOutcome:
+    counts: Counter[str] = field(default_factory=Counter)
+
+    def __getitem__(self, name: str) -> int:
+        return self.counts[name]
+
+
+def idempotency_key(item: ClaimedItem, outcome: str) -> str:
+    base = f"{item.policy_version_id}:{item.record_id}:{item.disposition}"
+    if outcome in (EventOutcome.DELETED, EventOutcome.ALREADY_ABSENT):
+        return base
+    if outcome in (EventOutcome.SKIPPED_HELD, EventOutcome.SKIPPED_RENEWED):
+        return f"{base}:{outcome}:v{item.row_version}"
+    return f"{base}:{outcome}:a{item.attempt}"
+
+
+def event_for(
+    item: ClaimedItem, *, run_id: uuid.UUID, outcome: str, now: datetime, reason: str = ""
+) -> NewEvent:
+    return NewEvent(
+        idempotency_key=idempotency_key(item, outcome),
+        record_id=item.record_id,
+        run_id=run_id,
+        tenant_id=item.tenant_id,
+        data_class=item.data_class,
+        policy_version_id=item.policy_version_id,
+        policy_key=item.policy_key,
+        policy_version_number=item.policy_version_number,
+        disposition=item.disposition,
+        outcome=outcome,
+        attempt=item.attempt,
+        reason=reason[:2000],
+        key_digest=item.key_digest,
+        expires_at=item.expires_at,
+        occurred_at=now,
+    )
+
+
+def held_skips_record(run: Run, now: datetime) -> None:
+    """One skipped_held event per held expired row and row version."""
+    rows = (
+        expired_pending(run)
+        .held()
+        .order_by("id")
+        .values_list(
+            "id",
+            "row_version",
+            "tenant_id",
+            "data_class",
+            "key_digest",
+            "expires_at",
+            "attempts",
+            "policy_version_id",
+            "policy_version__policy__data_class",
+            "policy_version__number",
+            "policy_version__disposition",
+        )
+    )
+    batch: list[NewEvent] = []
+    for row in rows.iterator(chunk_size=2000):
+        item = ClaimedItem(
+            record_id=row[0],
+            row_version=row[1],
+            tenant_id=row[2],
+            data_class=row[3],
+            storage="",
+            object_key="",
+            key_digest=row[4],
+            expires_at=row[5],
+            attempt=row[6],
+            probe=False,
+            policy_version_id=row[7],
+            policy_key=row[8],
+            policy_version_number=row[9],
+            disposition=row[10],
+            erase_all_versions=False,
+        )
+        batch.append(
+            event_for(
+                item,
+                run_id=run.pk,
+                outcome=EventOutcome.SKIPPED_HELD,
+                now=now,
+                reason="legal hold applies",
+            )
+        )
+        if len(batch) >= 2000:
+            events_append(batch, run_id=run.pk, now=now)
+            batch = []
+    if batch:
+        events_append(batch, run_id=run.pk, now=now)

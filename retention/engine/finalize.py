@@ -1,0 +1,206 @@
+"""Finalizing a disposed page: each row's outcome, its event and the run's counts, at once.
+
+Only rows still leased to the claim are finalized: a row reclaimed after
+this claim's lease lapsed belongs to its new claimer. Transient failures go
+back as ``failed``/retryable with capped exponential backoff and equal
+jitter; after the class's attempts, or at once for a permanent error, the row
+is ``failed`` for review with its reason.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import uuid
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+
+from django.db import connection, transaction
+
+from retention import counters
+from retention.conf import settings
+from retention.engine.claims import Claim, ClaimedItem
+from retention.engine.events import ClaimOutcome, event_for
+from retention.engine.ledger import run_counts_add
+from retention.models import EventOutcome, RecordState, RetentionRecord
+from retention.services.evidence import NewEvent, events_append
+from retention.storage import KeyResult, Outcome
+
+logger = logging.getLogger("retention.engine")
+
+
+def _backoff(attempt: int) -> timedelta:
+    ceiling = min(settings.RETRY_MAX_SECONDS, settings.RETRY_BASE_SECONDS * 2 ** (attempt - 1))
+    # "Equal jitter": never less than half the step, so retries stay spread.
+    return timedelta(seconds=ceiling / 2 + random.uniform(0, ceiling / 2))
+
+
+# What a page's retried or failed rows change (their lease is cleared).
+_UNFINISHED_FIELDS = [
+    "state",
+    "retryable",
+    "next_attempt_at",
+    "last_error",
+    "lease_owner",
+    "lease_expires_at",
+]
+
+
+def finalize(
+    claim: Claim,
+    items: Sequence[ClaimedItem],
+    results: dict[int, KeyResult],
+    *,
+    max_attempts: int,
+    now: datetime,
+) -> ClaimOutcome:
+    outcome = ClaimOutcome()
+    by_id = {item.record_id: item for item in items}
+    succeeded = [rid for rid in by_id if results[rid].outcome in (Outcome.DELETED, Outcome.ABSENT)]
+    others = [rid for rid in by_id if results[rid].outcome not in (Outcome.DELETED, Outcome.ABSENT)]
+    with transaction.atomic():
+        # Only rows still leased to this claim are ours to finalize; a row
+        # reclaimed after our lease expired belongs to its new claimer.
+        done = _mark_deleted(succeeded, claim.token, now)
+        ours = done | set(
+            RetentionRecord.objects.select_for_update()
+            .filter(id__any_of=others, lease_owner=claim.token, state=RecordState.DELETING)
+            .values_list("id", flat=True)
+            if others
+            else ()
+        )
+        events: list[NewEvent] = []
+        unfinished: list[RetentionRecord] = []
+        failed: dict[int, str] = {}
+        for record_id in sorted(ours):
+            item = by_id[record_id]
+            result = results[record_id]
+            if record_id in done:
+                kind = (
+                    EventOutcome.DELETED
+                    if result.outcome == Outcome.DELETED
+                    else EventOutcome.ALREADY_ABSENT
+                )
+                events.append(event_for(item, run_id=claim.run_id, outcome=kind, now=now))
+                outcome.counts["deleted" if kind == EventOutcome.DELETED else "already_absent"] += 1
+            elif result.outcome == Outcome.TRANSIENT and item.attempt < max_attempts:
+                events.append(
+                    event_for(
+                        item,
+                        run_id=claim.run_id,
+                        outcome=EventOutcome.RETRY_SCHEDULED,
+                        now=now,
+                        reason=result.reason,
+                    )
+                )
+                unfinished.append(
+                    RetentionRecord(
+                        pk=record_id,
+                        state=RecordState.FAILED,
+                        retryable=True,
+                        next_attempt_at=now + _backoff(item.attempt),
+                        last_error=result.reason[:2000],
+                    )
+                )
+                outcome.counts["retried"] += 1
+            else:
+                reason = result.reason
+                if result.outcome == Outcome.TRANSIENT:
+                    reason = f"gave up after {item.attempt} attempts: {reason}"
+                events.append(
+                    event_for(
+                        item,
+                        run_id=claim.run_id,
+                        outcome=EventOutcome.FAILED,
+                        now=now,
+                        reason=reason,
+                    )
+                )
+                unfinished.append(
+                    RetentionRecord(
+                        pk=record_id,
+                        state=RecordState.FAILED,
+                        retryable=False,
+                        next_attempt_at=None,
+                        last_error=reason[:2000],
+                    )
+                )
+                failed[record_id] = reason
+                outcome.counts["failed"] += 1
+        if unfinished:
+            # One statement for the page, whatever its size.
+            RetentionRecord.objects.bulk_update(unfinished, _UNFINISHED_FIELDS, batch_size=1000)
+        # These rows were still leased to this claim under lock: their events are new.
+        events_append(events, run_id=claim.run_id, now=now, known_new=True)
+        run_counts_add(claim.run_id, outcome.counts)
+        if outcome.counts:
+            counters.count_on_commit(items[0].data_class, outcome.counts)
+    _log_page(claim, items, outcome, failed)
+    return outcome
+
+
+def _mark_deleted(ids: Sequence[int], token: uuid.UUID, now: datetime) -> set[int]:
+    """Move the rows still leased to ``token`` to ``deleted``; return their ids."""
+    if not ids:
+        return set()
+    if connection.vendor == "postgresql":
+        # One statement: lock, check the lease, update, and say which rows.
+        qn = connection.ops.quote_name
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"UPDATE {qn(RetentionRecord._meta.db_table)} SET {qn('state')} = %s, "
+                f"{qn('deleted_at')} = %s, {qn('lease_owner')} = NULL, "
+                f"{qn('lease_expires_at')} = NULL, {qn('last_error')} = '' "
+                f"WHERE {qn('id')} = ANY(%s) AND {qn('lease_owner')} = %s "
+                f"AND {qn('state')} = %s RETURNING {qn('id')}",
+                [RecordState.DELETED, now, list(ids), token, RecordState.DELETING],
+            )
+            return {row[0] for row in cursor.fetchall()}
+    ours = set(
+        RetentionRecord.objects.select_for_update()
+        .filter(id__any_of=ids, lease_owner=token, state=RecordState.DELETING)
+        .values_list("id", flat=True)
+    )
+    if ours:
+        RetentionRecord.objects.filter(id__any_of=list(ours)).update(
+            state=RecordState.DELETED,
+            deleted_at=now,
+            lease_owner=None,
+            lease_expires_at=None,
+            last_error="",
+        )
+    return ours
+
+
+def _log_page(
+    claim: Claim, items: Sequence[ClaimedItem], outcome: ClaimOutcome, failed: dict[int, str]
+) -> None:
+    # Ids and counts only: never a key, and not the reason either, which a
+    # third-party storage adapter might have built from the key.
+    if not items:
+        return
+    data_class = items[0].data_class
+    counts = {k: outcome[k] for k in ("deleted", "already_absent", "retried", "failed")}
+    logger.info(
+        "run %s: page of %d %s records finalized: %s",
+        claim.run_id,
+        len(items),
+        data_class,
+        " ".join(f"{k}={n}" for k, n in counts.items()),
+        extra={"run_id": str(claim.run_id), "data_class": data_class, "counts": counts},
+    )
+    by_id = {item.record_id: item for item in items}
+    for record_id in sorted(failed):
+        item = by_id[record_id]
+        logger.warning(
+            "run %s: record %s failed (attempt %d), waiting for review",
+            claim.run_id,
+            record_id,
+            item.attempt,
+            extra={
+                "run_id": str(claim.run_id),
+                "record_id": record_id,
+                "tenant_id": item.tenant_id,
+                "data_class": item.data_class,
+            },
+        )

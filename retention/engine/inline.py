@@ -1,0 +1,171 @@
+"""The inline executor: one process sweeps a started run to its end.
+
+It claims a page per class in turn, deletes it and finalizes it, asking the
+``Stepper`` before every page whether to stop. Its claim is the re-check:
+the inline engine deletes right after claiming, so the claim selects, under
+row locks, only rows that are expired and unheld as the holds are now, and
+marks them as being disposed of in the same write. On a thread-safe store
+with no rate to keep, a page's delete runs in a thread while the previous
+page is finalized (``Overlap``).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+
+from django.utils import timezone
+
+from retention.disposal import Disposer, ObjectDisposer, can_overlap
+from retention.engine.claims import Claim, Cursors, records_claim_next
+from retention.engine.events import ClaimOutcome, held_skips_record
+from retention.engine.ledger import run_columns, run_finish
+from retention.engine.measure import dry_run_report, retry_next_due, run_measure
+from retention.engine.overlap import Overlap
+from retention.engine.page import claim_dispose
+from retention.engine.rules import run_rules
+from retention.engine.stepping import Clock, Monotonic, Stepper, Stop
+from retention.models import Run, RunMode, RunStatus
+from retention.pacing import gate_for
+
+logger = logging.getLogger("retention.engine")
+
+ProgressFn = Callable[[Run], None]
+
+
+def run_execute(
+    *,
+    run: Run,
+    clock: Clock = timezone.now,
+    max_seconds: float | None = None,
+    progress: ProgressFn | None = None,
+    disposer: Disposer | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+    monotonic: Monotonic = time.monotonic,
+) -> Run:
+    """Sweep a started run to the end, to its limit, or to its time budget."""
+    if run.status != RunStatus.RUNNING:
+        return run
+    stepper = Stepper(run=run, clock=clock, monotonic=monotonic, max_seconds=max_seconds)
+    try:
+        return _execute(stepper, progress=progress, disposer=disposer, sleep=sleep)
+    except BaseException as exc:
+        # The rows in flight keep their leases and are probed by the next
+        # claimer; the run itself must not stay "running" for ever.
+        logger.error(
+            "retention run %s failed: %s",
+            run.pk,
+            type(exc).__name__,
+            extra={"run_id": str(run.pk), "tenant_id": run.tenant_id},
+        )
+        try:
+            run_finish(run, RunStatus.ERROR, f"{type(exc).__name__}: {exc}"[:2000], clock())
+        except Exception:
+            logger.exception(
+                "could not record the failure of run %s", run.pk, extra={"run_id": str(run.pk)}
+            )
+        raise
+
+
+def _execute(
+    stepper: Stepper,
+    *,
+    progress: ProgressFn | None,
+    disposer: Disposer | None,
+    sleep: Callable[[float], None],
+) -> Run:
+    run, clock = stepper.run, stepper.clock
+    run_measure(run)
+    if run.mode == RunMode.DRY_RUN:
+        report = dict(run.report)
+        report.update(dry_run_report(run))
+        Run.objects.filter(pk=run.pk).update(report=report)
+        return run_finish(run, RunStatus.FINISHED, "", clock())
+
+    held_skips_record(run, clock())
+
+    def page_done(claim: Claim, outcome: ClaimOutcome) -> None:
+        """Add a finalized page's outcomes to the run's counts in memory
+        (already in the database, by the finalize), then report progress."""
+        for name, n in run_columns(outcome.counts).items():
+            setattr(run, name, getattr(run, name) + n)
+        if progress:
+            progress(run)
+
+    overlap = Overlap(clock, page_done)
+    try:
+        stop = _sweep(stepper, disposer or ObjectDisposer(), overlap, page_done, sleep)
+    finally:
+        overlap.close()
+    if stop is None:
+        return run_finish(run, RunStatus.FINISHED, "", clock())
+    if stop.status == RunStatus.ABANDONED:
+        logger.warning("run %s stopped: %s", run.pk, stop.reason, extra={"run_id": str(run.pk)})
+    # A run another trigger closed (abandoned) keeps its status and counts.
+    return run_finish(run, stop.status or RunStatus.ABANDONED, stop.reason, clock())
+
+
+def _sweep(
+    stepper: Stepper,
+    disposer: Disposer,
+    overlap: Overlap,
+    page_done: Callable[[Claim, ClaimOutcome], None],
+    sleep: Callable[[float], None],
+) -> Stop | None:
+    """Claim and dispose page after page; return why it stopped (None: nothing left)."""
+    run, clock = stepper.run, stepper.clock
+    # The counts as measured; from here on this engine, holding the run's
+    # lease, is their only writer, and keeps its copy current page by page.
+    run.refresh_from_db()
+    rules = run_rules(run)
+    gates = {name: gate_for(data_class=name, rate_limit=r.rate_limit) for name, r in rules.items()}
+    cursors: Cursors = {}
+    while True:
+        claimed_any = False
+        for name in run.data_classes:
+            now = clock()
+            size = stepper.page_size(rules[name])
+            stepper.heartbeat(now, extra_seconds=stepper.pacing_seconds(size, rules[name]))
+            stop = stepper.stop(now)
+            if stop is not None:
+                overlap.settle()
+                return stop
+            claim = records_claim_next(
+                cursors=cursors,
+                run=run,
+                data_class=name,
+                limit=size,
+                now=now,
+                lease_seconds=stepper.page_lease_seconds(size, rules[name]),
+                start_disposal=True,
+            )
+            if not claim.items:
+                continue
+            claimed_any = True
+            # Counted at once (the claim wrote it): the limit must see a page in flight.
+            run.claimed += len(claim)
+            max_attempts = rules[name].max_attempts
+            if can_overlap(disposer, {i.storage for i in claim.items}, gates[name]):
+                overlap.submit(claim, disposer, gates[name], max_attempts=max_attempts)
+            else:
+                overlap.settle()
+                outcome = claim_dispose(
+                    claim=claim,
+                    clock=clock,
+                    disposer=disposer,
+                    gate=gates[name],
+                    max_attempts=max_attempts,
+                )
+                page_done(claim, outcome)
+        if claimed_any:
+            continue
+        # Nothing left to claim: the page in flight may still schedule retries.
+        overlap.settle()
+        stop = stepper.stop(clock())
+        if stop is not None:
+            return stop
+        wait = stepper.retry_wait(retry_next_due(run), clock())
+        if wait is None:
+            return None
+        sleep(wait)

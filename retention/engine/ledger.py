@@ -1,0 +1,224 @@
+"""The run ledger: a run is written before any work, and closed exactly once.
+
+``run_start`` writes the row, takes the single-flight leases and checks the
+storages; a run that cannot proceed stays in the ledger as ``refused`` with
+its reason. ``run_finish`` closes a run only while it is still running, so a
+run that another trigger marked ``abandoned`` keeps that status and counts.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.db import transaction
+from django.db.models import F
+
+from retention.disposal import ObjectDisposer
+from retention.engine.leases import run_leases_acquire, run_leases_release, runs_abandon_stale
+from retention.engine.rules import ClassRules, expired_pending
+from retention.exceptions import RunRefused
+from retention.models import (
+    RUN_COUNT_FIELDS,
+    DataClassMode,
+    Policy,
+    Run,
+    RunExecutor,
+    RunMode,
+    RunStatus,
+    RunTrigger,
+)
+from retention.selectors.control import kill_switch_engaged
+from retention.storage import StorageUnavailable
+
+logger = logging.getLogger("retention.engine")
+
+
+def run_start(
+    *,
+    mode: str,
+    trigger: str = RunTrigger.COMMAND,
+    data_classes: Sequence[str] | None = None,
+    tenant_id: str | None = None,
+    limit: int | None = None,
+    record_ids: Sequence[int] | None = None,
+    executor: str = RunExecutor.INLINE,
+    schedule_slot: datetime | None = None,
+    deadline_at: datetime | None = None,
+    now: datetime,
+) -> Run:
+    """Write the run and take its leases; raise RunRefused when it cannot run.
+
+    A refused run stays in the ledger with status ``refused`` and its reason.
+    A ``schedule_slot`` is unique: a second run for the same slot raises
+    IntegrityError (the scheduled task joins the first instead).
+    """
+    if mode not in RunMode.values:
+        raise RunRefused(f"Unknown mode {mode!r}.", reason="bad_arguments")
+    if limit is not None and limit < 1:
+        raise RunRefused("--limit must be at least 1.", reason="bad_arguments")
+    policies = list(Policy.objects.all())
+    known = {p.data_class: p for p in policies}
+    if data_classes:
+        unknown = sorted(set(data_classes) - set(known))
+        if unknown:
+            raise RunRefused(
+                f"Unknown data class(es): {', '.join(unknown)}. Known: "
+                f"{', '.join(sorted(known)) or 'none'}.",
+                reason="bad_arguments",
+            )
+        chosen = [known[name] for name in dict.fromkeys(data_classes)]
+    else:
+        chosen = sorted(policies, key=lambda p: p.data_class)
+
+    refusal: tuple[str, str] | None = None
+    if mode == RunMode.ENFORCE:
+        report_only = [p.data_class for p in chosen if p.mode != DataClassMode.ENFORCE]
+        if data_classes and report_only:
+            refusal = (
+                f"Data class(es) {', '.join(report_only)} are report-only: review a dry run "
+                "and enable enforcement first.",
+                "report_only",
+            )
+        chosen = [p for p in chosen if p.mode == DataClassMode.ENFORCE]
+        if refusal is None and kill_switch_engaged() is not None:
+            refusal = ("Retention is paused (kill switch); resume it first.", "paused")
+
+    rules = [ClassRules.for_policy(p) for p in chosen]
+    margin = max((r.safety_margin for r in rules), default=timedelta(0))
+    report: dict[str, Any] = {"rules": {r.data_class: r.as_json() for r in rules}}
+    if record_ids:
+        report["record_ids"] = list(record_ids)
+    with transaction.atomic():
+        run = Run.objects.create(
+            trigger=trigger,
+            mode=mode,
+            data_classes=[p.data_class for p in chosen],
+            tenant_id=tenant_id or None,
+            limit=limit,
+            started_at=now,
+            cutoff=now - margin,
+            report=report,
+            executor=executor,
+            schedule_slot=schedule_slot,
+            deadline_at=deadline_at,
+        )
+    if refusal is not None:
+        _refuse(run, refusal[0], refusal[1], now)
+    if mode == RunMode.ENFORCE and run.data_classes:
+        runs_abandon_stale(now)
+        holder = run_leases_acquire(run, now)
+        if holder is not None:
+            _refuse(
+                run,
+                f"Another enforcing run ({holder}) holds the lease on this data class; "
+                "not starting a second sweep.",
+                "lease_held",
+                now,
+            )
+        try:
+            _check_storages(run)
+        except StorageUnavailable as exc:
+            run_leases_release(run)
+            _refuse(run, f"Storage unreachable: {exc}", "storage_unavailable", now)
+    logger.info(
+        "run %s started (%s, %s) over %s",
+        run.pk,
+        mode,
+        trigger,
+        ", ".join(run.data_classes) or "nothing",
+        extra={
+            "run_id": str(run.pk),
+            "tenant_id": run.tenant_id,
+            "mode": mode,
+            "data_classes": list(run.data_classes),
+        },
+    )
+    return run
+
+
+def _refuse(run: Run, message: str, reason: str, now: datetime) -> None:
+    Run.objects.filter(pk=run.pk).update(
+        status=RunStatus.REFUSED, status_reason=f"{reason}: {message}", finished_at=now
+    )
+    # The reason code only: a storage's message may name a bucket or a path.
+    logger.info(
+        "run %s refused: %s",
+        run.pk,
+        reason,
+        extra={"run_id": str(run.pk), "tenant_id": run.tenant_id, "status": RunStatus.REFUSED},
+    )
+    raise RunRefused(message, reason=reason, run_id=run.pk)
+
+
+def _check_storages(run: Run) -> None:
+    aliases = expired_pending(run).values_list("storage", flat=True).distinct()
+    disposer = ObjectDisposer()
+    for alias in sorted(set(aliases)):
+        disposer.adapter(alias).check()
+
+
+def run_finish(run: Run, status: str, reason: str, now: datetime) -> Run:
+    """Close a running run with ``status``; a run already closed is left as it is.
+
+    Another trigger may have marked this run ``abandoned`` (its lease had
+    lapsed): that verdict, and the counts, stay.
+    """
+    with transaction.atomic():
+        closed = Run.objects.filter(pk=run.pk, status=RunStatus.RUNNING).update(
+            status=status, status_reason=reason, finished_at=now, lease_expires_at=None
+        )
+        run_leases_release(run)
+    run.refresh_from_db()
+    if not closed:
+        logger.warning(
+            "run %s was already %s; not recording it as %s",
+            run.pk,
+            run.status,
+            status,
+            extra={"run_id": str(run.pk), "status": run.status},
+        )
+        return run
+    counts = {**run.counts(), "retried": run.retried}
+    logger.info(
+        "run %s %s (%s): %s",
+        run.pk,
+        status,
+        run.mode,
+        " ".join(f"{k}={n}" for k, n in counts.items()),
+        extra={
+            "run_id": str(run.pk),
+            "tenant_id": run.tenant_id,
+            "mode": run.mode,
+            "status": status,
+            "counts": counts,
+        },
+    )
+    return run
+
+
+def run_abort(*, run: Run, reason: str, now: datetime) -> Run:
+    """End a run that will not be executed (e.g. its task could not be queued).
+
+    Its leases are released at once instead of blocking the data class until
+    they expire. Rows it may have claimed keep their own leases.
+    """
+    return run_finish(run, RunStatus.ERROR, reason[:2000], now)
+
+
+def run_columns(counts: Counter[str]) -> dict[str, int]:
+    """The counts a run keeps (its columns), without the zeros."""
+    return {name: n for name, n in counts.items() if n and hasattr(Run, name)}
+
+
+def run_counts_add(run_id: Any, counts: Counter[str]) -> None:
+    updates = {name: F(name) + n for name, n in run_columns(counts).items()}
+    if updates:
+        Run.objects.filter(pk=run_id).update(**updates)
+
+
+def run_counts(run: Run) -> dict[str, int]:
+    return {name: getattr(run, name) for name in RUN_COUNT_FIELDS}

@@ -1,0 +1,103 @@
+"""What a run owes, counted once at its fixed cutoff, and the report of a dry run.
+
+Measuring is a handful of aggregate queries, never a walk over rows, so a
+dry run over millions of records stays flat in memory. The report shows a
+reviewer counts per class and tenant, held counts, a sample of ids and key
+digests (never keys), and the rows waiting for review.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from django.db.models import Count, Min
+
+from retention.conf import settings
+from retention.engine.rules import class_cutoff, expired_pending, expired_q, run_scope
+from retention.models import Policy, RecordState, Run
+
+
+def run_measure(run: Run) -> None:
+    """Count eligible and held work once, at the fixed cutoff."""
+    expired = expired_pending(run)
+    eligible = expired.not_held().aggregate(n=Count("id"), oldest=Min("expires_at"))
+    held = expired.held().count()
+    Run.objects.filter(pk=run.pk).update(
+        eligible=eligible["n"], oldest_eligible_at=eligible["oldest"], skipped_held=held
+    )
+
+
+def dry_run_report(run: Run) -> dict[str, Any]:
+    expired = expired_pending(run)
+    modes = dict(Policy.objects.values_list("data_class", "mode"))
+    per_class: dict[str, dict[str, Any]] = {
+        name: {
+            "eligible": 0,
+            "held": 0,
+            "oldest_eligible_at": None,
+            "mode": modes.get(name),
+            "cutoff": class_cutoff(run, name).isoformat(),
+        }
+        for name in run.data_classes
+    }
+    for row in (
+        expired.not_held().values("data_class").annotate(n=Count("id"), oldest=Min("expires_at"))
+    ):
+        per_class[row["data_class"]].update(
+            eligible=row["n"],
+            oldest_eligible_at=row["oldest"].isoformat() if row["oldest"] else None,
+        )
+    for held in expired.held().values("data_class").annotate(n=Count("id")):
+        per_class[held["data_class"]]["held"] = held["n"]
+    top = settings.REPORT_TOP_TENANTS
+    tenants: dict[str, list[dict[str, Any]]] = {}
+    for name in run.data_classes:
+        rows = (
+            expired.not_held()
+            .filter(data_class=name)
+            .values("tenant_id")
+            .annotate(n=Count("id"), oldest=Min("expires_at"))
+            .order_by("-n", "tenant_id")[:top]
+        )
+        tenants[name] = [
+            {
+                "tenant_id": r["tenant_id"],
+                "eligible": r["n"],
+                "oldest_eligible_at": r["oldest"].isoformat(),
+            }
+            for r in rows
+        ]
+    failed_for_review = dict(
+        run_scope(run)
+        .filter(state=RecordState.FAILED, retryable=False)
+        .values_list("data_class")
+        .annotate(n=Count("id"))
+    )
+    # A small sample for the reviewer: ids and key digests, never keys.
+    samples = {
+        name: [
+            {"record_id": r["id"], "tenant_id": r["tenant_id"], "key_digest": r["key_digest"]}
+            for r in expired.not_held()
+            .filter(data_class=name)
+            .order_by("expires_at", "id")
+            .values("id", "tenant_id", "key_digest")[: settings.REPORT_SAMPLE_SIZE]
+        ]
+        for name in run.data_classes
+    }
+    return {
+        "per_data_class": per_class,
+        "per_tenant": tenants,
+        "sample": samples,
+        "failed_for_review": failed_for_review,
+    }
+
+
+def retry_next_due(run: Run) -> datetime | None:
+    due: datetime | None = (
+        run_scope(run)
+        .filter(expired_q(run), state=RecordState.FAILED, retryable=True)
+        .not_held()
+        .aggregate(due=Min("next_attempt_at"))["due"]
+    )
+    return due

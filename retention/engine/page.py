@@ -1,0 +1,173 @@
+"""Disposing of one claimed page: re-check, delete, finalize.
+
+The re-check (short transaction) keeps only rows still leased to this claim,
+at the row version the claim saw, still expired and under no hold as the
+holds are now; the rest are released with their event. The delete runs
+outside any transaction, after the shared rate gate. The finalize
+(``retention.engine.finalize``) records each row's outcome with its event
+and the run's counts in one transaction. Every step is safe to repeat.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
+
+from django.db import transaction
+
+from retention import counters
+from retention.conf import settings
+from retention.disposal import DisposalItem, Disposer, ObjectDisposer
+from retention.engine.claims import Claim, ClaimedItem
+from retention.engine.events import ClaimOutcome, event_for
+from retention.engine.finalize import finalize
+from retention.engine.ledger import run_counts_add
+from retention.models import EventOutcome, RecordState, RetentionRecord
+from retention.pacing import RateGate, gate_for
+from retention.selectors.holds import held_record_ids
+from retention.services.evidence import NewEvent, events_append
+from retention.storage import KeyResult
+
+Clock = Callable[[], datetime]
+
+
+def recheck(claim: Claim, now: datetime) -> tuple[list[ClaimedItem], ClaimOutcome]:
+    """Keep the items still ours, unchanged, expired and unheld; release the rest."""
+    result = ClaimOutcome()
+    by_id = {item.record_id: item for item in claim.items}
+    with transaction.atomic():
+        current = {
+            row["id"]: row
+            for row in RetentionRecord.objects.select_for_update()
+            .filter(id__any_of=list(by_id))
+            .values("id", "state", "lease_owner", "row_version", "expires_at")
+        }
+        held = held_record_ids(by_id)
+        proceed: list[ClaimedItem] = []
+        release_held: list[int] = []
+        events: list[NewEvent] = []
+        for record_id, item in by_id.items():
+            row = current.get(record_id)
+            ours = (
+                row is not None
+                and row["state"] == RecordState.DELETING
+                and row["lease_owner"] == claim.token
+            )
+            if not ours:
+                # Renewed since the claim (renewal resets the row to active
+                # and bumps its version); a reclaim by someone else is theirs.
+                renewed = (
+                    row is not None
+                    and row["state"] in (RecordState.ACTIVE, RecordState.FAILED)
+                    and row["row_version"] != item.row_version
+                )
+                if renewed:
+                    events.append(
+                        event_for(
+                            item,
+                            run_id=claim.run_id,
+                            outcome=EventOutcome.SKIPPED_RENEWED,
+                            now=now,
+                            reason="renewed after claim",
+                        )
+                    )
+                    result.counts["skipped_renewed"] += 1
+                continue
+            if record_id in held:
+                release_held.append(record_id)
+                events.append(
+                    event_for(
+                        item,
+                        run_id=claim.run_id,
+                        outcome=EventOutcome.SKIPPED_HELD,
+                        now=now,
+                        reason="legal hold applies",
+                    )
+                )
+                result.counts["skipped_held"] += 1
+                continue
+            assert row is not None  # "ours" implies the row was found
+            if row["expires_at"] > claim.cutoff:
+                release_held.append(record_id)
+                events.append(
+                    event_for(
+                        item,
+                        run_id=claim.run_id,
+                        outcome=EventOutcome.SKIPPED_RENEWED,
+                        now=now,
+                        reason="no longer expired",
+                    )
+                )
+                result.counts["skipped_renewed"] += 1
+                continue
+            # A version bump without a renewal is a hold change; holds were
+            # checked just above, against the database as it is now.
+            proceed.append(item)
+        if release_held:
+            RetentionRecord.objects.filter(id__any_of=release_held, lease_owner=claim.token).update(
+                state=RecordState.ACTIVE, lease_owner=None, lease_expires_at=None
+            )
+        if proceed:
+            RetentionRecord.objects.filter(
+                id__any_of=[i.record_id for i in proceed], lease_owner=claim.token
+            ).update(
+                disposal_started_at=now,
+                lease_expires_at=now + timedelta(seconds=claim.lease_seconds),
+            )
+        events_append(events, run_id=claim.run_id, now=now)
+        run_counts_add(claim.run_id, result.counts)
+        if result.counts:
+            counters.count_on_commit(claim.items[0].data_class, result.counts)
+    return proceed, result
+
+
+def claim_dispose(
+    *,
+    claim: Claim,
+    clock: Clock,
+    disposer: Disposer | None = None,
+    gate: RateGate | None = None,
+    max_attempts: int | None = None,
+) -> ClaimOutcome:
+    """Re-check, delete and finalize one claim. Safe to call twice."""
+    total = ClaimOutcome()
+    if not claim.items:
+        return total
+    if claim.rechecked:
+        proceed = list(claim.items)
+    else:
+        proceed, rechecked = recheck(claim, clock())
+        total.counts.update(rechecked.counts)
+    if not proceed:
+        return total
+    disposer = disposer or ObjectDisposer()
+    gate = gate or gate_for(data_class=proceed[0].data_class)
+    results = dispose(proceed, disposer, gate)
+    finalized = finalize(
+        claim,
+        proceed,
+        results,
+        max_attempts=max_attempts or settings.MAX_ATTEMPTS,
+        now=clock(),
+    )
+    total.counts.update(finalized.counts)
+    return total
+
+
+def dispose(
+    items: Sequence[ClaimedItem], disposer: Disposer, gate: RateGate
+) -> dict[int, KeyResult]:
+    """The storage step: no transaction, no lock, no database."""
+    results: dict[int, KeyResult] = {}
+    for erase in (False, True):
+        group = [item for item in items if item.erase_all_versions is erase]
+        if not group:
+            continue
+        disposal = [
+            DisposalItem(
+                record_id=i.record_id, storage=i.storage, object_key=i.object_key, probe=i.probe
+            )
+            for i in group
+        ]
+        results.update(disposer.dispose(disposal, erase_versions=erase, gate=gate))
+    return results

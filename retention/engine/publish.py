@@ -1,0 +1,172 @@
+"""Queued runs are accepted here: the run is written, then its dispatcher is published.
+
+Every way a queued run starts (``run_retention --enqueue``, the signed API
+trigger, the schedule, the watchdog re-arming a stalled run) publishes its
+dispatcher through ``dispatcher_publish``. Task payloads carry run ids,
+record ids and row versions, never object keys: a broker is not a place for
+personal data. The dotted task paths are a contract with tasks already in a
+broker: they do not change between versions.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+from django_q.tasks import async_task
+
+from retention.engine.ledger import run_abort, run_start
+from retention.exceptions import RunRefused
+from retention.models import Run, RunExecutor, RunTrigger
+
+logger = logging.getLogger("retention.dispatch")
+
+DISPATCH_TASK = "retention.tasks.run_dispatch"
+BATCH_TASK = "retention.tasks.batch_dispose"
+
+# (dotted task path, payload, task name) -> None; raises when it cannot publish.
+Publish = Callable[[str, dict[str, Any], str], None]
+
+
+def publish_task(func: str, payload: dict[str, Any], name: str) -> None:
+    """Publish one task through django-q2 to this project's cluster."""
+    async_task(func, payload, task_name=name, group="retention")
+
+
+def batch_publisher() -> Publish:
+    """A publisher holding one broker for a dispatcher's many batches.
+
+    Building a broker per task would, on the ORM broker, also close and
+    reopen the database connection every time.
+    """
+    from django_q.brokers import get_broker
+
+    broker = get_broker()
+
+    def publish(func: str, payload: dict[str, Any], name: str) -> None:
+        async_task(func, payload, task_name=name, group="retention", broker=broker)
+
+    return publish
+
+
+def task_budget_seconds() -> float | None:
+    """How long a dispatcher task may work: well before the worker's timeout
+    would kill it mid-claim (a continuation task carries on)."""
+    from django_q.conf import Conf
+
+    return Conf.TIMEOUT * 0.8 if Conf.TIMEOUT else None
+
+
+def dispatcher_name(run: Run) -> str:
+    return f"retention-dispatch-{run.pk}"
+
+
+def dispatcher_publish(run: Run, *, publish: Publish | None = None) -> None:
+    """Publish the run's dispatcher task; raises what the broker raised."""
+    (publish or publish_task)(DISPATCH_TASK, {"run_id": str(run.pk)}, dispatcher_name(run))
+
+
+def _queue_unavailable(run: Run, exc: Exception, now: datetime) -> RunRefused:
+    """Close a run nobody will sweep, so its lease does not hold the class until it expires."""
+    logger.error(
+        "run %s: dispatcher could not be queued: %s",
+        run.pk,
+        type(exc).__name__,
+        extra={"run_id": str(run.pk)},
+    )
+    run_abort(run=run, reason=f"could not be queued: {type(exc).__name__}", now=now)
+    return RunRefused(
+        f"The task queue is unavailable ({type(exc).__name__}); the run was closed.",
+        reason="queue_unavailable",
+        run_id=run.pk,
+    )
+
+
+def run_enqueue(
+    *,
+    mode: str,
+    trigger: str,
+    data_classes: Sequence[str] | None = None,
+    tenant_id: str | None = None,
+    limit: int | None = None,
+    max_seconds: float | None = None,
+    schedule_slot: datetime | None = None,
+    deadline_at: datetime | None = None,
+    now: datetime,
+    publish: Publish | None = None,
+) -> Run:
+    """Write a queued run and publish its dispatcher.
+
+    Raises RunRefused (the refused run kept in the ledger) as run_start does.
+    If the dispatcher cannot be published the run is closed with status
+    ``error`` and RunRefused(reason="queue_unavailable") is raised.
+    """
+    if max_seconds is not None:
+        if max_seconds <= 0:
+            raise RunRefused("--max-seconds must be positive.", reason="bad_arguments")
+        budget_end = now + timedelta(seconds=max_seconds)
+        deadline_at = min(deadline_at, budget_end) if deadline_at else budget_end
+    run = run_start(
+        mode=mode,
+        trigger=trigger,
+        data_classes=data_classes,
+        tenant_id=tenant_id,
+        limit=limit,
+        executor=RunExecutor.QUEUE,
+        schedule_slot=schedule_slot,
+        deadline_at=deadline_at,
+        now=now,
+    )
+    # Published now. Inside the caller's transaction the ORM broker commits the
+    # task with the run; a broker outside the database may deliver it first,
+    # and the dispatcher waits for the run to appear (else the watchdog
+    # re-publishes it).
+    try:
+        dispatcher_publish(run, publish=publish)
+    except Exception as exc:
+        raise _queue_unavailable(run, exc, now) from exc
+    return run
+
+
+def run_trigger(
+    *,
+    mode: str,
+    data_classes: Sequence[str] | None,
+    tenant_id: str | None,
+    limit: int | None,
+    max_seconds: float | None,
+    key_id: str,
+    now: datetime,
+    publish: Publish | None = None,
+) -> Run:
+    """Start a run (trigger ``api``) and queue its sweep once the run is committed.
+
+    Raises RunRefused, with the refused run kept in the ledger, as run_start
+    does. A dispatcher that cannot be queued closes the run (``error``) after
+    the commit; the caller learns it from the run's status.
+    """
+    run = run_start(
+        mode=mode,
+        trigger=RunTrigger.API,
+        data_classes=data_classes,
+        tenant_id=tenant_id,
+        limit=limit,
+        executor=RunExecutor.QUEUE,
+        deadline_at=now + timedelta(seconds=max_seconds) if max_seconds else None,
+        now=now,
+    )
+    logger.info("run %s started through the API: key_id=%s mode=%s", run.pk, key_id, mode)
+
+    def publish_after_commit() -> None:
+        try:
+            dispatcher_publish(run, publish=publish)
+        except Exception as exc:
+            _queue_unavailable(run, exc, timezone.now())
+
+    # A worker that picked the task up before the commit would not see the run.
+    transaction.on_commit(publish_after_commit)
+    return run

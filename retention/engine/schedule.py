@@ -1,0 +1,196 @@
+"""The schedule: the nightly sweep, started once per cron slot, and its watchdog.
+
+Every firing that falls in the same slot (a second cluster, missed slots
+replayed after downtime) finds the slot's run and joins it; the run stops
+claiming when the next slot begins, so scheduled runs never overlap. The
+watchdog re-publishes the dispatcher of a queued run whose dispatcher lease
+lapsed (a broker that does not re-present unacknowledged tasks, e.g. Redis).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.db.models import Q
+from django_q.models import Schedule
+
+from retention.conf import settings
+from retention.engine.publish import Publish, dispatcher_publish, run_enqueue
+from retention.exceptions import RunRefused
+from retention.models import Run, RunExecutor, RunMode, RunStatus, RunTrigger
+
+logger = logging.getLogger("retention.dispatch")
+
+SWEEP_SCHEDULE = "retention.sweep"
+SWEEP_TASK = "retention.tasks.run_scheduled"
+WATCHDOG_SCHEDULE = "retention.watchdog"
+WATCHDOG_TASK = "retention.tasks.runs_resume"
+
+
+def schedule_slot_for(cron: str, now: datetime) -> tuple[datetime, datetime]:
+    """The latest cron slot at or before ``now`` and the one after it, in UTC."""
+    from croniter import croniter
+
+    base = now.astimezone(UTC).replace(microsecond=0)
+    itr = croniter(cron, base + timedelta(seconds=1))
+    previous = itr.get_prev(datetime)
+    following = croniter(cron, base).get_next(datetime)
+    return previous, following
+
+
+def run_schedule_fire(*, now: datetime, publish: Publish | None = None) -> Run | None:
+    """What the scheduled task does: start the run of the current slot, once.
+
+    Every firing that falls in the same slot (a second cluster, missed slots
+    replayed after downtime) finds the slot's run and joins it. The run stops
+    claiming when the next slot begins, so runs never overlap by design.
+    """
+    slot, next_slot = schedule_slot_for(settings.SCHEDULE_CRON, now)
+    existing = Run.objects.filter(schedule_slot=slot).first()
+    if existing is not None:
+        logger.info(
+            "schedule slot %s already has run %s (%s): joining it",
+            slot.isoformat(),
+            existing.pk,
+            existing.status,
+            extra={"run_id": str(existing.pk)},
+        )
+        return existing
+    try:
+        return run_enqueue(
+            mode=RunMode.ENFORCE,
+            trigger=RunTrigger.SCHEDULE,
+            schedule_slot=slot,
+            deadline_at=next_slot,
+            now=now,
+            publish=publish,
+        )
+    except IntegrityError:
+        # Another firing of the same slot won the insert a moment ago.
+        return Run.objects.filter(schedule_slot=slot).first()
+    except RunRefused as exc:
+        logger.warning("scheduled run refused (%s): %s", exc.reason, exc)
+        return Run.objects.filter(pk=str(exc.run_id)).first() if exc.run_id else None
+
+
+def runs_resume_stalled(*, now: datetime, publish: Publish | None = None) -> list[Run]:
+    """The watchdog: re-publish the dispatcher of queued runs nobody dispatches.
+
+    A dispatcher lost with its worker (a broker that does not re-present
+    unacknowledged tasks, e.g. Redis) leaves a lapsed dispatcher lease.
+    """
+    grace = now - timedelta(seconds=settings.DISPATCHER_LEASE_SECONDS)
+    stalled = list(
+        Run.objects.filter(status=RunStatus.RUNNING, executor=RunExecutor.QUEUE)
+        .filter(
+            Q(dispatcher_expires_at__lt=now)
+            | Q(dispatcher_expires_at__isnull=True, started_at__lt=grace)
+        )
+        .order_by("started_at")
+    )
+    for run in stalled:
+        logger.warning(
+            "run %s has no live dispatcher: publishing a new one",
+            run.pk,
+            extra={"run_id": str(run.pk)},
+        )
+        dispatcher_publish(run, publish=publish)
+    return stalled
+
+
+# --------------------------------------------------------------------------
+# Installing the schedules (retention_schedule): keyed by name, so installing
+# twice leaves one of each; rows of the same name made by hand are folded into
+# one. The cron is evaluated in UTC here; django-q2 recomputes later slots in
+# its own time zone (check retention.W002 warns when that is not UTC).
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleChange:
+    name: str
+    action: str  # created, updated, unchanged, removed, absent
+    description: str
+    next_run: datetime | None
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "action": self.action,
+            "description": self.description,
+            "next_run": self.next_run.isoformat() if self.next_run else None,
+        }
+
+
+def _next_cron(cron: str, now: datetime) -> datetime:
+    from croniter import croniter
+
+    if not croniter.is_valid(cron):
+        raise ValueError(f"RETENTION_SCHEDULE_CRON {cron!r} is not a valid cron expression.")
+    result: datetime = croniter(cron, now.astimezone(UTC)).get_next(datetime)
+    return result
+
+
+def _upsert(name: str, fields: dict[str, Any], next_run: datetime) -> ScheduleChange:
+    with transaction.atomic():
+        rows = list(Schedule.objects.select_for_update().filter(name=name).order_by("id"))
+        for extra in rows[1:]:
+            extra.delete()
+        description = (
+            f"cron {fields['cron']!r} UTC"
+            if fields.get("cron")
+            else f"every {fields.get('minutes')} minute(s)"
+        )
+        if not rows:
+            Schedule.objects.create(name=name, next_run=next_run, **fields)
+            return ScheduleChange(name, "created", description, next_run)
+        schedule = rows[0]
+        changed = [key for key, value in fields.items() if getattr(schedule, key) != value]
+        if not changed and len(rows) == 1:
+            return ScheduleChange(name, "unchanged", description, schedule.next_run)
+        for key in changed:
+            setattr(schedule, key, fields[key])
+        if "cron" in changed or "schedule_type" in changed:
+            schedule.next_run = next_run
+        schedule.save()
+        return ScheduleChange(name, "updated", description, schedule.next_run)
+
+
+def schedules_install(*, cron: str, now: datetime) -> list[ScheduleChange]:
+    sweep = _upsert(
+        SWEEP_SCHEDULE,
+        {
+            "func": SWEEP_TASK,
+            "schedule_type": Schedule.CRON,
+            "cron": cron,
+            "repeats": -1,
+            "args": None,
+            "kwargs": None,
+        },
+        _next_cron(cron, now),
+    )
+    watchdog = _upsert(
+        WATCHDOG_SCHEDULE,
+        {
+            "func": WATCHDOG_TASK,
+            "schedule_type": Schedule.MINUTES,
+            "minutes": 1,
+            "cron": None,
+            "repeats": -1,
+            "args": None,
+            "kwargs": None,
+        },
+        now,
+    )
+    return [sweep, watchdog]
+
+
+def schedules_remove() -> list[ScheduleChange]:
+    changes = []
+    for name in (SWEEP_SCHEDULE, WATCHDOG_SCHEDULE):
+        deleted, _ = Schedule.objects.filter(name=name).delete()
+        changes.append(ScheduleChange(name, "removed" if deleted else "absent", "", None))
+    return changes

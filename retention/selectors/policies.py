@@ -1,0 +1,81 @@
+"""Which policy version governs a data class, and what a lock allows.
+
+Each rule is spelled once here; the services, the engine, the admin and the
+REST API ask these functions instead of filtering versions themselves.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from retention.models import Policy, PolicyVersion, PolicyVersionStatus
+
+# A version's rules, in the order a reviewer reads them.
+VERSION_RULE_FIELDS: tuple[str, ...] = (
+    "retention_period",
+    "safety_margin",
+    "locked",
+    "disposition",
+    "erase_all_versions",
+    "batch_size",
+    "rate_limit",
+    "max_attempts",
+    "owner",
+    "notes",
+)
+# Rules a version may carry besides its period and lock (keyword arguments).
+RULE_FIELDS = frozenset(VERSION_RULE_FIELDS) - {"retention_period", "locked"}
+
+
+def version_in_force(
+    *, policy_id: int | None = None, data_class: str | None = None
+) -> PolicyVersion | None:
+    """The approved version of a policy (at most one: a database constraint)."""
+    if (policy_id is None) == (data_class is None):
+        raise TypeError("version_in_force() takes exactly one of policy_id and data_class")
+    versions = PolicyVersion.objects.select_related("policy").filter(
+        status=PolicyVersionStatus.APPROVED
+    )
+    if policy_id is not None:
+        return versions.filter(policy_id=policy_id).first()
+    return versions.filter(policy__data_class=data_class).first()
+
+
+def version_governing(policy: Policy) -> PolicyVersion | None:
+    """The version whose rules a run follows: in force, else the last one approved.
+
+    A retired class still has records that were written under its last
+    version; a run disposing of them keeps that version's pacing and batch size.
+    """
+    return (
+        version_in_force(policy_id=policy.pk)
+        or policy.versions.filter(approved_at__isnull=False).order_by("-number").first()
+    )
+
+
+def version_or_latest(data_class: str) -> PolicyVersion | None:
+    """The version a new draft starts from: the one in force, else the newest."""
+    return (
+        version_in_force(data_class=data_class)
+        or PolicyVersion.objects.filter(policy__data_class=data_class).order_by("-number").first()
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class LockViolation:
+    """Why approving a version over a locked one in force is refused."""
+
+    kind: Literal["shortened", "unlocked"]
+    in_force: PolicyVersion
+
+
+def lock_violation(version: PolicyVersion, in_force: PolicyVersion | None) -> LockViolation | None:
+    """A locked policy can only be lengthened, and its next version stays locked."""
+    if in_force is None or in_force.pk == version.pk or not in_force.locked:
+        return None
+    if version.retention_period < in_force.retention_period:
+        return LockViolation("shortened", in_force)
+    if not version.locked:
+        return LockViolation("unlocked", in_force)
+    return None

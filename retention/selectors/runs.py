@@ -1,0 +1,69 @@
+"""Which runs covered a data class: the latest dry run, the last sweep.
+
+A run's data classes are a JSON list; matching a class in it is spelled
+once, here (``runs_covering``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from datetime import datetime
+
+from django.db.models import QuerySet
+
+from retention.conf import settings
+from retention.models import Run, RunMode, RunStatus
+
+
+def runs_covering(data_class: str) -> QuerySet[Run]:
+    """Runs whose data classes include ``data_class``.
+
+    The list is stored as JSON text on every backend; with the quotes, the
+    match is the whole element, and data class names have nothing to escape
+    (``data_class_validator``).
+    """
+    return Run.objects.filter(data_classes__icontains=json.dumps(data_class))
+
+
+def dry_run_latest(
+    *, data_class: str, finished_since: datetime | None = None, whole_class: bool = False
+) -> Run | None:
+    """The newest dry run covering ``data_class``.
+
+    ``finished_since``: only finished dry runs that finished since then, newest
+    finish first (otherwise the newest started, whatever its status).
+    ``whole_class``: only dry runs that looked at the whole class, not one
+    tenant, a limit, or a few records (a reviewer must see what enforcement
+    would do to all of it).
+    """
+    runs = runs_covering(data_class).filter(mode=RunMode.DRY_RUN)
+    if finished_since is not None:
+        runs = runs.filter(status=RunStatus.FINISHED, finished_at__gte=finished_since)
+        runs = runs.order_by("-finished_at")
+    else:
+        runs = runs.order_by("-started_at")
+    if whole_class:
+        runs = runs.filter(tenant_id__isnull=True, limit__isnull=True)
+    for run in runs.iterator():
+        if whole_class and isinstance(run.report, dict) and run.report.get("record_ids"):
+            continue
+        return run
+    return None
+
+
+def run_last(data_class: str, *, mode: str, statuses: Iterable[str]) -> Run | None:
+    """The newest run of ``mode`` covering the class that ended in one of ``statuses``."""
+    return (
+        runs_covering(data_class)
+        .filter(mode=mode, status__in=list(statuses))
+        .order_by("-finished_at")
+        .first()
+    )
+
+
+def dry_run_reviewable(*, data_class: str, now: datetime) -> Run | None:
+    """The dry run an approver may enable enforcement from (RETENTION_DRY_RUN_MAX_AGE)."""
+    return dry_run_latest(
+        data_class=data_class, finished_since=now - settings.DRY_RUN_MAX_AGE, whole_class=True
+    )

@@ -1,6 +1,13 @@
 from __future__ import annotations
 
+import django_stubs_ext
 from django.apps import AppConfig
+
+# The admin subscripts Django's generic classes (``ModelAdmin[Policy]``) for
+# mypy; Django gives them no ``__class_getitem__``. An app's config module is
+# imported before any of its models or admin modules, whatever the order of
+# INSTALLED_APPS.
+django_stubs_ext.monkeypatch()
 
 
 class RetentionConfig(AppConfig):

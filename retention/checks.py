@@ -295,8 +295,8 @@ def check_rate_gate_feedback(**kwargs: Any) -> list[Error]:
 
 @register("retention")
 def check_queued_runs(**kwargs: Any) -> list[CheckMessage]:
-    from croniter import croniter  # type: ignore[import-untyped]
-    from django_q.conf import Conf  # type: ignore[import-untyped]
+    from croniter import croniter
+    from django_q.conf import Conf
 
     problems: list[str] = []
     cron = settings.SCHEDULE_CRON

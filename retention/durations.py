@@ -93,7 +93,7 @@ def parse_human_duration(text: str) -> timedelta | None:
 class HumanDurationField(forms.DurationField):
     widget = forms.TextInput
 
-    def prepare_value(self, value: object) -> object:
+    def prepare_value(self, value: timedelta | str | None) -> str | None:
         if isinstance(value, timedelta):
             return format_duration(value)
         return value

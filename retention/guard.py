@@ -20,18 +20,21 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from django.db.models import Count, Min
 from django.utils import timezone
 from django.utils.module_loading import import_string
-from django_q.brokers import get_broker  # type: ignore[import-untyped]
-from django_q.brokers.orm import ORM  # type: ignore[import-untyped]
-from django_q.conf import Conf  # type: ignore[import-untyped]
-from django_q.models import OrmQ  # type: ignore[import-untyped]
-from django_q.signing import SignedPackage  # type: ignore[import-untyped]
+from django_q.brokers import get_broker
+from django_q.brokers.orm import ORM
+from django_q.conf import Conf
+from django_q.models import OrmQ
+from django_q.signing import SignedPackage
 
 from retention.conf import settings
+
+if TYPE_CHECKING:
+    import redis
 
 logger = logging.getLogger("retention.guard")
 
@@ -143,7 +146,7 @@ def broker_kind() -> tuple[BrokerKind, str]:
         if issubclass(broker_class, ORM):
             return "orm", Conf.BROKER_CLASS
         try:  # the redis package is optional
-            from django_q.brokers.redis_broker import Redis  # type: ignore[import-untyped]
+            from django_q.brokers.redis_broker import Redis
         except ImportError:
             return "unsupported", Conf.BROKER_CLASS
         if issubclass(broker_class, Redis):
@@ -176,7 +179,7 @@ def _orm_oldest_waiting(queue: str, *, now: datetime) -> tuple[int, datetime | N
 
 def _redis_oldest_waiting(queue: str) -> tuple[int, datetime | None]:
     broker = get_broker(list_key=queue)
-    connection: Any = broker.connection
+    connection: redis.Redis = broker.connection
     try:
         # rpush to enqueue, blpop to take: the head of the list is the oldest.
         pipe = connection.pipeline(transaction=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.core.exceptions import EmptyResultSet
@@ -17,6 +17,10 @@ from django.core.validators import RegexValidator
 from django.db import models
 from django.db.models import Exists, Lookup, OuterRef, Q
 from rest_framework_api_key.models import AbstractAPIKey
+
+if TYPE_CHECKING:
+    from django.db.backends.base.base import BaseDatabaseWrapper
+    from django.db.models.sql.compiler import SQLCompiler
 
 data_class_validator = RegexValidator(
     r"^[a-z0-9][a-z0-9._-]*$",
@@ -384,7 +388,10 @@ class AnyOf(Lookup):
     def get_prep_lookup(self) -> list[int]:
         return [int(value) for value in self.rhs]
 
-    def as_sql(self, compiler: Any, connection: Any) -> tuple[str, list[Any]]:
+    # django-stubs types SQL parameters as str | int; the PostgreSQL array is a list.
+    def as_sql(  # type: ignore[override]
+        self, compiler: SQLCompiler, connection: BaseDatabaseWrapper
+    ) -> tuple[str, list[str | int | list[int]]]:
         lhs, lhs_params = self.process_lhs(compiler, connection)
         values = list(self.rhs)
         if not values:

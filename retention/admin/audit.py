@@ -21,9 +21,11 @@ from retention import services
 from retention.admin.base import (
     CsvExportMixin,
     DataClassFilter,
+    ModelT,
     ReadOnlyAdmin,
     RunIdFilter,
     TenantFilter,
+    acting_user,
     report_refusal,
 )
 from retention.digest import key_digest
@@ -33,7 +35,7 @@ from retention.services.policies import APPROVE_PERMISSION
 _DIGEST = re.compile(r"^[0-9a-f]{64}$")
 
 
-def _search(queryset: QuerySet, term: str, *, record_field: str) -> QuerySet:
+def _search(queryset: QuerySet[ModelT], term: str, *, record_field: str) -> QuerySet[ModelT]:
     """A record id, a key digest, or an object key matched by its digest."""
     term = term.strip()
     if not term:
@@ -46,7 +48,7 @@ def _search(queryset: QuerySet, term: str, *, record_field: str) -> QuerySet:
 
 
 @admin.register(RetentionRecord)
-class RetentionRecordAdmin(CsvExportMixin, ReadOnlyAdmin):
+class RetentionRecordAdmin(CsvExportMixin[RetentionRecord], ReadOnlyAdmin[RetentionRecord]):
     list_display = (
         "id",
         "tenant_id",
@@ -114,8 +116,8 @@ class RetentionRecordAdmin(CsvExportMixin, ReadOnlyAdmin):
     actions = ("retry_failed",)
 
     def get_search_results(
-        self, request: HttpRequest, queryset: QuerySet, search_term: str
-    ) -> tuple[QuerySet, bool]:
+        self, request: HttpRequest, queryset: QuerySet[RetentionRecord], search_term: str
+    ) -> tuple[QuerySet[RetentionRecord], bool]:
         return _search(queryset, search_term, record_field="pk"), False
 
     def has_approve_permission(self, request: HttpRequest) -> bool:
@@ -128,7 +130,7 @@ class RetentionRecordAdmin(CsvExportMixin, ReadOnlyAdmin):
             self,
             request,
             lambda: services.record_failures_retry(
-                record_ids=ids, by=request.user, now=timezone.now()
+                record_ids=ids, by=acting_user(request), now=timezone.now()
             ),
         )
         if reopened is not None:
@@ -153,7 +155,7 @@ class RetentionRecordAdmin(CsvExportMixin, ReadOnlyAdmin):
 
 
 @admin.register(DeletionEvent)
-class DeletionEventAdmin(CsvExportMixin, ReadOnlyAdmin):
+class DeletionEventAdmin(CsvExportMixin[DeletionEvent], ReadOnlyAdmin[DeletionEvent]):
     list_display = (
         "id",
         "occurred_at",
@@ -196,8 +198,8 @@ class DeletionEventAdmin(CsvExportMixin, ReadOnlyAdmin):
     )
 
     def get_search_results(
-        self, request: HttpRequest, queryset: QuerySet, search_term: str
-    ) -> tuple[QuerySet, bool]:
+        self, request: HttpRequest, queryset: QuerySet[DeletionEvent], search_term: str
+    ) -> tuple[QuerySet[DeletionEvent], bool]:
         return _search(queryset, search_term, record_field="record_id"), False
 
     @admin.display(description="policy")

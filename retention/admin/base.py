@@ -12,55 +12,64 @@ import csv
 import io
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from django.contrib import admin, messages
 from django.contrib.admin.options import IncorrectLookupParameters
+from django.contrib.admin.views.main import ChangeList
+from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import PermissionDenied
 from django.db.models import Model, QuerySet
-from django.http import (
-    HttpRequest,
-    HttpResponse,
-    HttpResponseBadRequest,
-    StreamingHttpResponse,
-)
+from django.http import HttpRequest, HttpResponseBadRequest, StreamingHttpResponse
+from django.http.response import HttpResponseBase
 from django.urls import URLPattern, path
 from django.utils import timezone
 
 from retention.exceptions import RetentionError
 from retention.models import Policy
 
+# The model an admin or a list filter serves.
+ModelT = TypeVar("ModelT", bound=Model)
+_T = TypeVar("_T")
 
-class ReadOnlyAdmin(admin.ModelAdmin):
+
+class ReadOnlyAdmin(admin.ModelAdmin[ModelT]):
     """The audit trail: viewable, filterable, exportable, never editable."""
 
     show_full_result_count = False  # one COUNT(*) on a large table is enough
 
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+    def has_add_permission(self, request: HttpRequest, obj: ModelT | None = None) -> bool:
         return False
 
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+    def has_change_permission(self, request: HttpRequest, obj: ModelT | None = None) -> bool:
         return False
 
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+    def has_delete_permission(self, request: HttpRequest, obj: ModelT | None = None) -> bool:
         return False
 
 
-class ObjectReadOnlyMixin:
+class ObjectReadOnlyMixin(admin.ModelAdmin[ModelT]):
     """Change permission gates the actions; the object page itself is read-only."""
 
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+    def has_change_permission(self, request: HttpRequest, obj: ModelT | None = None) -> bool:
         if obj is not None:
             return False
-        return super().has_change_permission(request, obj)  # type: ignore[misc]
+        return super().has_change_permission(request, obj)
 
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+    def has_delete_permission(self, request: HttpRequest, obj: ModelT | None = None) -> bool:
         return False
+
+
+def acting_user(request: HttpRequest) -> AbstractBaseUser:
+    """The signed-in user an admin view acts for (``admin_view`` lets no one else in)."""
+    if not isinstance(request.user, AbstractBaseUser):
+        raise PermissionDenied
+    return request.user
 
 
 def report_refusal(
-    model_admin: admin.ModelAdmin, request: HttpRequest, call: Callable[[], Any]
-) -> Any | None:
+    model_admin: admin.ModelAdmin[Any], request: HttpRequest, call: Callable[[], _T]
+) -> _T | None:
     """Run a service call; a refusal becomes an error message, never a 500."""
     try:
         return call()
@@ -77,11 +86,13 @@ class DataClassFilter(admin.SimpleListFilter):
     title = "data class"
     parameter_name = "data_class"
 
-    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+    def lookups(
+        self, request: HttpRequest, model_admin: admin.ModelAdmin[Any]
+    ) -> list[tuple[str, str]]:
         names = Policy.objects.order_by("data_class").values_list("data_class", flat=True)
         return [(name, name) for name in names]
 
-    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
+    def queryset(self, request: HttpRequest, queryset: QuerySet[ModelT]) -> QuerySet[ModelT]:
         if self.value():
             return queryset.filter(data_class=self.value())
         return queryset
@@ -90,7 +101,7 @@ class DataClassFilter(admin.SimpleListFilter):
 class RunDataClassFilter(DataClassFilter):
     """Runs list their classes in a JSON array; match the quoted name in it."""
 
-    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
+    def queryset(self, request: HttpRequest, queryset: QuerySet[ModelT]) -> QuerySet[ModelT]:
         if self.value():
             return queryset.filter(data_classes__icontains=f'"{self.value()}"')
         return queryset
@@ -100,15 +111,20 @@ class InputFilter(admin.SimpleListFilter):
     """A free-text filter: the set of tenants is too large to list."""
 
     template = "admin/retention/input_filter.html"
+    parameter_name: str  # each subclass names its own
     placeholder = ""
 
-    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+    def lookups(
+        self, request: HttpRequest, model_admin: admin.ModelAdmin[Any]
+    ) -> list[tuple[str, str]]:
         return []
 
     def has_output(self) -> bool:
         return True
 
-    def choices(self, changelist: Any) -> Iterator[dict[str, Any]]:
+    # The input_filter template reads its own keys, not the link list's that
+    # django-stubs types SimpleListFilter.choices with.
+    def choices(self, changelist: ChangeList) -> Iterator[dict[str, object]]:  # type: ignore[override]
         hidden = [
             (key, value) for key, value in changelist.params.items() if key != self.parameter_name
         ]
@@ -126,7 +142,7 @@ class TenantFilter(InputFilter):
     parameter_name = "tenant"
     placeholder = "tenant id"
 
-    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
+    def queryset(self, request: HttpRequest, queryset: QuerySet[ModelT]) -> QuerySet[ModelT]:
         value = (self.value() or "").strip()
         if value:
             return queryset.filter(tenant_id=value)
@@ -138,7 +154,7 @@ class RunIdFilter(InputFilter):
     parameter_name = "run"
     placeholder = "run id"
 
-    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
+    def queryset(self, request: HttpRequest, queryset: QuerySet[ModelT]) -> QuerySet[ModelT]:
         value = (self.value() or "").strip()
         if not value:
             return queryset
@@ -185,7 +201,7 @@ def csv_stream(
         yield line.take()
 
 
-class CsvExportMixin:
+class CsvExportMixin(admin.ModelAdmin[ModelT]):
     """``export/`` next to the changelist streams its filtered rows as CSV.
 
     The rows come from the changelist the user sees (same filters, search and
@@ -196,30 +212,30 @@ class CsvExportMixin:
     export_chunk_size = 2000
 
     def get_urls(self) -> list[URLPattern]:
-        opts = self.model._meta  # type: ignore[attr-defined]
+        opts = self.model._meta
         urls = [
             path(
                 "export/",
-                self.admin_site.admin_view(self.export_view),  # type: ignore[attr-defined]
+                self.admin_site.admin_view(self.export_view),
                 name=f"{opts.app_label}_{opts.model_name}_export",
             )
         ]
-        return urls + super().get_urls()  # type: ignore[misc]
+        return urls + super().get_urls()
 
-    def export_view(self, request: HttpRequest) -> HttpResponse:
-        if not self.has_view_permission(request):  # type: ignore[attr-defined]
+    def export_view(self, request: HttpRequest) -> HttpResponseBase:
+        if not self.has_view_permission(request):
             raise PermissionDenied
         try:
-            changelist = self.get_changelist_instance(request)  # type: ignore[attr-defined]
+            changelist = self.get_changelist_instance(request)
         except IncorrectLookupParameters:
             return HttpResponseBadRequest("These filters are not valid.")
-        queryset: QuerySet[Model] = changelist.queryset
+        queryset: QuerySet[ModelT] = changelist.queryset
         rows = queryset.values_list(*self.export_fields).iterator(chunk_size=self.export_chunk_size)
         response = StreamingHttpResponse(
             csv_stream(self.export_fields, rows, rows_per_chunk=self.export_chunk_size),
             content_type="text/csv; charset=utf-8",
         )
         stamp = timezone.now().strftime("%Y%m%dT%H%M%SZ")
-        name = self.model._meta.model_name  # type: ignore[attr-defined]
+        name = self.model._meta.model_name
         response["Content-Disposition"] = f'attachment; filename="{name}-{stamp}.csv"'
         return response

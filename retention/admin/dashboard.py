@@ -19,6 +19,8 @@ from retention.selectors import admin as selectors
 if TYPE_CHECKING:
     from django.contrib.admin import ModelAdmin
 
+    from retention.models import Policy
+
 WIDTH, HEIGHT = 760, 240
 LEFT, RIGHT, TOP, BOTTOM = 48, 56, 16, 36
 
@@ -62,7 +64,7 @@ def _scale_max(value: int) -> int:
     for step in (10, 20, 25, 50, 100, 200, 250, 500, 1000, 2000, 2500, 5000, 10000):
         if value <= step:
             return step
-    magnitude = 10 ** (len(str(value)) - 1)
+    magnitude: int = 10 ** (len(str(value)) - 1)  # typeshed: int ** int may be a float
     return -(-value // magnitude) * magnitude
 
 
@@ -110,7 +112,7 @@ def build_chart(days: list[selectors.DayPoint]) -> Chart:
     )
 
 
-def dashboard_view(model_admin: ModelAdmin, request: HttpRequest) -> HttpResponse:
+def dashboard_view(model_admin: ModelAdmin[Policy], request: HttpRequest) -> HttpResponse:
     if not model_admin.has_view_permission(request):
         raise PermissionDenied
     data_class = request.GET.get("data_class") or None

@@ -6,6 +6,7 @@ without seeing what it covers.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from django import forms
@@ -19,12 +20,12 @@ from django.urls import URLPattern, path, reverse
 from django.utils import timezone
 
 from retention import services
-from retention.admin.base import TenantFilter, report_refusal
+from retention.admin.base import TenantFilter, acting_user, report_refusal
 from retention.models import LegalHold, Policy, RetentionRecord
 from retention.selectors import admin as selectors
 
 
-class PlaceHoldForm(forms.ModelForm):
+class PlaceHoldForm(forms.ModelForm[LegalHold]):
     tenant_id = forms.CharField(
         max_length=100, required=False, label="Tenant", help_text="Empty: every tenant."
     )
@@ -49,7 +50,9 @@ class PlaceHoldForm(forms.ModelForm):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         names = Policy.objects.order_by("data_class").values_list("data_class", flat=True)
-        self.fields["data_class"].choices = [("", "— any —"), *((n, n) for n in names)]
+        data_class = self.fields["data_class"]
+        assert isinstance(data_class, forms.ChoiceField)  # declared above
+        data_class.choices = [("", "— any —"), *((n, n) for n in names)]
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
@@ -79,10 +82,12 @@ class HoldStatusFilter(admin.SimpleListFilter):
     title = "status"
     parameter_name = "status"
 
-    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+    def lookups(
+        self, request: HttpRequest, model_admin: admin.ModelAdmin[Any]
+    ) -> list[tuple[str, str]]:
         return [("active", "Active"), ("released", "Released")]
 
-    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
+    def queryset(self, request: HttpRequest, queryset: QuerySet[LegalHold]) -> QuerySet[LegalHold]:
         if self.value() == "active":
             return queryset.filter(released_at__isnull=True)
         if self.value() == "released":
@@ -98,7 +103,7 @@ class ReleaseForm(forms.Form):
 
 
 @admin.register(LegalHold)
-class LegalHoldAdmin(admin.ModelAdmin):
+class LegalHoldAdmin(admin.ModelAdmin[LegalHold]):
     form = PlaceHoldForm
     list_display = (
         "__str__",
@@ -125,21 +130,23 @@ class LegalHoldAdmin(admin.ModelAdmin):
         "release_reason",
     )
 
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+    def has_change_permission(self, request: HttpRequest, obj: LegalHold | None = None) -> bool:
         # Release is the only change, through its own confirmation page.
         if obj is not None:
             return False
         return super().has_change_permission(request, obj)
 
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+    def has_delete_permission(self, request: HttpRequest, obj: LegalHold | None = None) -> bool:
         return False
 
-    def get_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
+    def get_fields(self, request: HttpRequest, obj: LegalHold | None = None) -> tuple[str, ...]:
         if obj is None:
-            return ["tenant_id", "data_class", "record_id", "reason"]
-        return list(self.readonly_fields)
+            return ("tenant_id", "data_class", "record_id", "reason")
+        return tuple(self.readonly_fields)
 
-    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> tuple[str, ...]:
+    def get_readonly_fields(
+        self, request: HttpRequest, obj: LegalHold | None = None
+    ) -> tuple[str, ...]:
         return () if obj is None else self.readonly_fields
 
     @admin.display(description="status")
@@ -162,22 +169,32 @@ class LegalHoldAdmin(admin.ModelAdmin):
         return _reach_text(reach)
 
     # Placing a hold is one service call; the form only checks the scope.
-    def save_form(self, request: HttpRequest, form: forms.ModelForm, change: bool) -> Any:
+    def save_form(
+        self, request: HttpRequest, form: forms.ModelForm[LegalHold], change: bool
+    ) -> LegalHold:
         data = form.cleaned_data
         record = RetentionRecord.objects.get(pk=data["record_id"]) if data["record_id"] else None
         return services.legal_hold_place(
             reason=data["reason"],
-            placed_by=request.user,
+            placed_by=acting_user(request),
             now=timezone.now(),
             tenant_id=data["tenant_id"] or None,
             data_class=data["data_class"] or None,
             record=record,
         )
 
-    def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
+    def save_model(
+        self, request: HttpRequest, obj: LegalHold, form: forms.ModelForm[LegalHold], change: bool
+    ) -> None:
         """Saved by the service in save_form."""
 
-    def save_related(self, request: HttpRequest, form: Any, formsets: Any, change: bool) -> None:
+    def save_related(
+        self,
+        request: HttpRequest,
+        form: forms.ModelForm[LegalHold],
+        formsets: Sequence[object],
+        change: bool,
+    ) -> None:
         """A hold has no related objects to save."""
 
     def response_add(
@@ -250,7 +267,7 @@ class LegalHoldAdmin(admin.ModelAdmin):
                 request,
                 lambda: services.legal_hold_release(
                     hold=hold,
-                    released_by=request.user,
+                    released_by=acting_user(request),
                     reason=form.cleaned_data["reason"],
                     now=timezone.now(),
                 ),

@@ -20,7 +20,7 @@ from django.urls import URLPattern, path, reverse
 from django.utils import timezone
 
 from retention import services
-from retention.admin.base import report_refusal
+from retention.admin.base import acting_user, report_refusal
 from retention.models import KillSwitch
 
 
@@ -29,11 +29,11 @@ class ReasonForm(forms.Form):
 
 
 @admin.register(KillSwitch)
-class KillSwitchAdmin(admin.ModelAdmin):
+class KillSwitchAdmin(admin.ModelAdmin[KillSwitch]):
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+    def has_delete_permission(self, request: HttpRequest, obj: KillSwitch | None = None) -> bool:
         return False
 
     def get_urls(self) -> list[URLPattern]:
@@ -92,15 +92,16 @@ class KillSwitchAdmin(admin.ModelAdmin):
             return self._page(request, form)
         reason = form.cleaned_data["reason"]
         now = timezone.now()
+        by = acting_user(request)
         if pause:
             switch = report_refusal(
                 self,
                 request,
-                lambda: services.kill_switch_pause(by=request.user, reason=reason, now=now),
+                lambda: services.kill_switch_pause(by=by, reason=reason, now=now),
             )
         else:
             switch = report_refusal(
-                self, request, lambda: services.kill_switch_resume(by=request.user, now=now)
+                self, request, lambda: services.kill_switch_resume(by=by, now=now)
             )
         if switch is not None:
             verb = "Paused" if pause else "Resumed"

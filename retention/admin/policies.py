@@ -6,12 +6,15 @@ enforced there, and a refusal comes back as a message on the page.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from datetime import timedelta
-from typing import Any
+from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
+from functools import partial
+from typing import TYPE_CHECKING, Any, Protocol, TypedDict
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
+from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import PermissionDenied
 from django.db.models import Count, Q, QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
@@ -22,7 +25,13 @@ from django.utils import timezone
 from django.utils.html import format_html
 
 from retention import services
-from retention.admin.base import DataClassFilter, ObjectReadOnlyMixin, report_refusal
+from retention.admin.base import (
+    DataClassFilter,
+    ModelT,
+    ObjectReadOnlyMixin,
+    acting_user,
+    report_refusal,
+)
 from retention.durations import HumanDurationField, format_duration
 from retention.exceptions import RetentionError
 from retention.models import (
@@ -40,6 +49,9 @@ from retention.services.policies import (
     VERSION_RULE_FIELDS,
 )
 
+if TYPE_CHECKING:
+    from django_stubs_ext import FieldsetSpec, WithAnnotations
+
 RULE_FORM_FIELDS = VERSION_RULE_FIELDS
 LIFECYCLE_FIELDS = (
     "author",
@@ -56,7 +68,7 @@ LIFECYCLE_FIELDS = (
 # Forms
 
 
-class VersionRulesForm(forms.ModelForm):
+class VersionRulesForm(forms.ModelForm[PolicyVersion]):
     retention_period = HumanDurationField(
         help_text="How long each object is kept after it is uploaded: '30 days', '12 hours', "
         "'1 day 6 hours'. Records keep the deadline computed at upload."
@@ -76,19 +88,19 @@ class VersionRulesForm(forms.ModelForm):
         fields = list(RULE_FORM_FIELDS)
 
     def clean_batch_size(self) -> int:
-        value = self.cleaned_data["batch_size"]
+        value: int = self.cleaned_data["batch_size"]
         if not 1 <= value <= 10000:
             raise forms.ValidationError("From 1 to 10000 records per page.")
         return value
 
     def clean_rate_limit(self) -> float | None:
-        value = self.cleaned_data.get("rate_limit")
+        value: float | None = self.cleaned_data.get("rate_limit")
         if value is not None and value <= 0:
             raise forms.ValidationError("A positive number of deletes per second, or empty.")
         return value
 
     def clean_max_attempts(self) -> int | None:
-        value = self.cleaned_data.get("max_attempts")
+        value: int | None = self.cleaned_data.get("max_attempts")
         if value is not None and value < 1:
             raise forms.ValidationError("At least 1, or empty for the default.")
         return value
@@ -109,7 +121,7 @@ class DraftForm(VersionRulesForm):
 # Policies (one per data class)
 
 
-class VersionInline(admin.TabularInline):
+class VersionInline(admin.TabularInline[PolicyVersion, Policy]):
     model = PolicyVersion
     fields = ("version_link", "status", "period", "locked", "author", "approver", "approved_at")
     readonly_fields = fields
@@ -117,10 +129,10 @@ class VersionInline(admin.TabularInline):
     can_delete = False
     show_change_link = False
 
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+    def has_add_permission(self, request: HttpRequest, obj: Policy | None = None) -> bool:
         return False
 
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+    def has_change_permission(self, request: HttpRequest, obj: Policy | None = None) -> bool:
         return False
 
     @admin.display(description="version")
@@ -133,8 +145,12 @@ class VersionInline(admin.TabularInline):
         return format_duration(obj.retention_period)
 
 
+class _Waiting(TypedDict):
+    waiting: int
+
+
 @admin.register(Policy)
-class PolicyAdmin(ObjectReadOnlyMixin, admin.ModelAdmin):
+class PolicyAdmin(ObjectReadOnlyMixin[Policy], admin.ModelAdmin[Policy]):
     list_display = (
         "data_class",
         "mode",
@@ -173,19 +189,18 @@ class PolicyAdmin(ObjectReadOnlyMixin, admin.ModelAdmin):
         return f"v{version.number}: {format_duration(version.retention_period)}{lock}"
 
     @admin.display(description="submitted, waiting", ordering="waiting")
-    def waiting_for_approval(self, obj: Policy) -> int:
-        return obj.waiting  # type: ignore[attr-defined]
+    def waiting_for_approval(self, obj: WithAnnotations[Policy, _Waiting]) -> int:
+        return obj.waiting  # annotated by get_queryset
 
     @admin.action(permissions=["change"], description="Back to report-only (stop deleting)")
     def back_to_report_only(self, request: HttpRequest, queryset: QuerySet[Policy]) -> None:
         now = timezone.now()
+        by = acting_user(request)
         for policy in queryset:
             done = report_refusal(
                 self,
                 request,
-                lambda p=policy: services.enforcement_disable(
-                    data_class=p.data_class, by=request.user, now=now
-                ),
+                partial(services.enforcement_disable, data_class=policy.data_class, by=by, now=now),
             )
             if done is not None:
                 self.message_user(request, f"{policy.data_class} is report-only again.")
@@ -222,14 +237,14 @@ class PolicyAdmin(ObjectReadOnlyMixin, admin.ModelAdmin):
 
 
 class VersionDataClassFilter(DataClassFilter):
-    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
+    def queryset(self, request: HttpRequest, queryset: QuerySet[ModelT]) -> QuerySet[ModelT]:
         if self.value():
             return queryset.filter(policy__data_class=self.value())
         return queryset
 
 
 @admin.register(PolicyVersion)
-class PolicyVersionAdmin(admin.ModelAdmin):
+class PolicyVersionAdmin(admin.ModelAdmin[PolicyVersion]):
     list_display = (
         "__str__",
         "status",
@@ -252,7 +267,7 @@ class PolicyVersionAdmin(admin.ModelAdmin):
     def has_retire_permission(self, request: HttpRequest) -> bool:
         return request.user.has_perm(RETIRE_PERMISSION)
 
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+    def has_change_permission(self, request: HttpRequest, obj: PolicyVersion | None = None) -> bool:
         # Only a draft, and only by its author: a submitted version is immutable.
         if obj is not None and (
             obj.status != PolicyVersionStatus.DRAFT or obj.author_id != request.user.pk
@@ -260,7 +275,7 @@ class PolicyVersionAdmin(admin.ModelAdmin):
             return False
         return super().has_change_permission(request, obj)
 
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+    def has_delete_permission(self, request: HttpRequest, obj: PolicyVersion | None = None) -> bool:
         return False
 
     # ------------------------------------------------------------------- lists
@@ -275,7 +290,7 @@ class PolicyVersionAdmin(admin.ModelAdmin):
 
     # -------------------------------------------------------------------- forms
 
-    def get_fieldsets(self, request: HttpRequest, obj: Any = None) -> list[tuple[Any, Any]]:
+    def get_fieldsets(self, request: HttpRequest, obj: PolicyVersion | None = None) -> FieldsetSpec:
         if obj is None:
             return [
                 (None, {"fields": ["data_class", "description"]}),
@@ -287,14 +302,20 @@ class PolicyVersionAdmin(admin.ModelAdmin):
             ("Lifecycle", {"fields": list(LIFECYCLE_FIELDS)}),
         ]
 
-    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
+    def get_readonly_fields(
+        self, request: HttpRequest, obj: PolicyVersion | None = None
+    ) -> list[str]:
         if obj is None:
             return []
         return ["policy", "number", "status", *LIFECYCLE_FIELDS]
 
     def get_form(
-        self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any
-    ) -> type[forms.ModelForm]:
+        self,
+        request: HttpRequest,
+        obj: PolicyVersion | None = None,
+        change: bool = False,
+        **kwargs: Any,
+    ) -> type[forms.ModelForm[PolicyVersion]]:
         kwargs["form"] = VersionRulesForm if obj is not None else DraftForm
         return super().get_form(request, obj, change, **kwargs)
 
@@ -313,7 +334,9 @@ class PolicyVersionAdmin(admin.ModelAdmin):
             initial.update({name: getattr(version, name) for name in RULE_FORM_FIELDS})
         return initial
 
-    def save_form(self, request: HttpRequest, form: forms.ModelForm, change: bool) -> Any:
+    def save_form(
+        self, request: HttpRequest, form: forms.ModelForm[PolicyVersion], change: bool
+    ) -> PolicyVersion:
         data = form.cleaned_data
         now = timezone.now()
         if not change:
@@ -325,19 +348,31 @@ class PolicyVersionAdmin(admin.ModelAdmin):
                 retention_period=period,
                 locked=locked,
                 description=data.get("description") or "",
-                author=request.user,
+                author=acting_user(request),
                 now=now,
                 **rules,
             )
         changes = {name: data[name] for name in form.changed_data if name in RULE_FORM_FIELDS}
         return governance.policy_version_update_draft(
-            version=form.instance, by=request.user, now=now, **changes
+            version=form.instance, by=acting_user(request), now=now, **changes
         )
 
-    def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
+    def save_model(
+        self,
+        request: HttpRequest,
+        obj: PolicyVersion,
+        form: forms.ModelForm[PolicyVersion],
+        change: bool,
+    ) -> None:
         """Saved by the service in save_form."""
 
-    def save_related(self, request: HttpRequest, form: Any, formsets: Any, change: bool) -> None:
+    def save_related(
+        self,
+        request: HttpRequest,
+        form: forms.ModelForm[PolicyVersion],
+        formsets: Sequence[object],
+        change: bool,
+    ) -> None:
         """A version has no related objects to save."""
 
     def changeform_view(
@@ -403,15 +438,14 @@ class PolicyVersionAdmin(admin.ModelAdmin):
         self,
         request: HttpRequest,
         queryset: QuerySet[PolicyVersion],
-        service: Callable[..., PolicyVersion],
+        service: _VersionTransition,
         done_verb: str,
     ) -> None:
         """Call ``service`` per version; report each success or refusal."""
         now = timezone.now()
+        by = acting_user(request)
         for version in queryset.select_related("policy"):
-            done = report_refusal(
-                self, request, lambda v=version: service(version=v, by=request.user, now=now)
-            )
+            done = report_refusal(self, request, partial(service, version=version, by=by, now=now))
             if done is not None:
                 self.message_user(request, f"{done.policy.data_class} v{done.number} {done_verb}.")
 
@@ -450,14 +484,14 @@ class PolicyVersionAdmin(admin.ModelAdmin):
                 "title": "Retire policy versions",
                 "opts": self.opts,
                 "versions": list(queryset.select_related("policy")),
-                "action_checkbox_name": admin.helpers.ACTION_CHECKBOX_NAME,
+                "action_checkbox_name": ACTION_CHECKBOX_NAME,
             },
         )
 
     # ---------------------------------------------------------- object views
 
     def get_urls(self) -> list[URLPattern]:
-        def view(fn: Any) -> Any:
+        def view(fn: Callable[[HttpRequest, str], HttpResponse]) -> Callable[..., HttpResponse]:
             return self.admin_site.admin_view(fn)
 
         urls = [
@@ -497,7 +531,7 @@ class PolicyVersionAdmin(admin.ModelAdmin):
             self,
             request,
             lambda: services.policy_version_submit(
-                version=version, by=request.user, now=timezone.now()
+                version=version, by=acting_user(request), now=timezone.now()
             ),
         )
         if done is not None:
@@ -532,7 +566,7 @@ class PolicyVersionAdmin(admin.ModelAdmin):
             self,
             request,
             lambda: services.policy_version_approve(
-                version=version, approver=request.user, now=timezone.now()
+                version=version, approver=acting_user(request), now=timezone.now()
             ),
         )
         if done is None:
@@ -546,6 +580,12 @@ class PolicyVersionAdmin(admin.ModelAdmin):
             messages.SUCCESS,
         )
         return HttpResponseRedirect(self._change_url(version))
+
+
+class _VersionTransition(Protocol):
+    def __call__(
+        self, *, version: PolicyVersion, by: AbstractBaseUser, now: datetime
+    ) -> PolicyVersion: ...
 
 
 def _lock_refusal(version: PolicyVersion, in_force: PolicyVersion | None) -> str:

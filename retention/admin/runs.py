@@ -18,7 +18,13 @@ from django.utils.dateparse import parse_datetime
 from django.utils.html import format_html
 
 from retention import services
-from retention.admin.base import CsvExportMixin, ReadOnlyAdmin, RunDataClassFilter, report_refusal
+from retention.admin.base import (
+    CsvExportMixin,
+    ReadOnlyAdmin,
+    RunDataClassFilter,
+    acting_user,
+    report_refusal,
+)
 from retention.conf import settings
 from retention.models import RUN_COUNT_FIELDS, DataClassMode, Policy, Run, RunMode, RunStatus
 from retention.services import governance
@@ -27,7 +33,7 @@ from retention.services.policies import APPROVE_PERMISSION
 
 
 @admin.register(Run)
-class RunAdmin(CsvExportMixin, ReadOnlyAdmin):
+class RunAdmin(CsvExportMixin[Run], ReadOnlyAdmin[Run]):
     list_display = (
         "short_id",
         "mode",
@@ -74,8 +80,8 @@ class RunAdmin(CsvExportMixin, ReadOnlyAdmin):
     exclude = ("report", "lease_owner")
 
     def get_search_results(
-        self, request: HttpRequest, queryset: QuerySet, search_term: str
-    ) -> tuple[QuerySet, bool]:
+        self, request: HttpRequest, queryset: QuerySet[Run], search_term: str
+    ) -> tuple[QuerySet[Run], bool]:
         term = search_term.strip()
         if not term:
             return queryset, False
@@ -192,7 +198,7 @@ class RunAdmin(CsvExportMixin, ReadOnlyAdmin):
                 self,
                 request,
                 lambda: governance.enforcement_enable_from_dry_run(
-                    run=run, data_class=data_class, by=request.user, now=now
+                    run=run, data_class=data_class, by=acting_user(request), now=now
                 ),
             )
             if done is not None:
@@ -209,7 +215,7 @@ class RunAdmin(CsvExportMixin, ReadOnlyAdmin):
                 self,
                 request,
                 lambda: services.enforcement_disable(
-                    data_class=data_class, by=request.user, now=now
+                    data_class=data_class, by=acting_user(request), now=now
                 ),
             )
             if done is not None:
@@ -221,5 +227,5 @@ class RunAdmin(CsvExportMixin, ReadOnlyAdmin):
         return back
 
 
-def _parse(value: Any) -> Any:
+def _parse(value: object) -> object:
     return parse_datetime(value) if isinstance(value, str) else value

@@ -20,6 +20,7 @@ from json.encoder import encode_basestring as _str  # what json uses for ensure_
 from typing import Any
 
 from django.db import IntegrityError, connection, transaction
+from django.db.models import Field
 
 from retention import evidence
 from retention.models import ChainHead, DeletionEvent, EventBatch
@@ -223,7 +224,7 @@ def _batch_insert_and_advance(batch: EventBatch) -> int:
         f"WITH head AS (UPDATE {qn(head.db_table)} SET {qn('seq')} = %s, {qn('chain')} = %s "
         f"WHERE {qn('id')} = 1) "
         f"INSERT INTO {qn(EventBatch._meta.db_table)} "
-        f"({', '.join(qn(f.column) for f in fields)}) "
+        f"({', '.join(qn(_column(f)) for f in fields)}) "
         f"VALUES ({', '.join(['%s'] * len(fields))}) RETURNING {qn('id')}"
     )
     values = [f.get_db_prep_save(getattr(batch, f.attname), connection) for f in fields]
@@ -231,6 +232,12 @@ def _batch_insert_and_advance(batch: EventBatch) -> int:
         cursor.execute(sql, [batch.seq, batch.chain, *values])
         (batch.pk,) = cursor.fetchone()
     return batch.pk
+
+
+def _column(field: Field[Any, Any]) -> str:
+    # A concrete field always has a column; django-stubs types it optional for all fields.
+    assert field.column is not None
+    return field.column
 
 
 def _insert(events: Sequence[AnyEvent]) -> None:
@@ -244,7 +251,7 @@ def _insert(events: Sequence[AnyEvent]) -> None:
         )
         return
     meta = DeletionEvent._meta
-    column_of = {field.attname: field.column for field in meta.concrete_fields}
+    column_of = {field.attname: _column(field) for field in meta.concrete_fields}
     columns = ", ".join(connection.ops.quote_name(column_of[name]) for name in _INSERTED)
     sql = f"COPY {connection.ops.quote_name(meta.db_table)} ({columns}) FROM STDIN"
     started = time.monotonic()

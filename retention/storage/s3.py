@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NamedTuple, TypeAlias
+from typing import TYPE_CHECKING, NamedTuple
 
 import boto3
 from botocore.config import Config
@@ -32,9 +32,12 @@ from .keys import MAX_KEY_BYTES, MalformedKey, validate_object_key
 
 if TYPE_CHECKING:
     from storages.backends.s3 import S3Storage
-
-# boto3 generates client classes at runtime; there is nothing precise to name.
-S3Client: TypeAlias = Any
+    from types_boto3_s3 import S3Client
+    from types_boto3_s3.type_defs import (
+        DeletedObjectTypeDef,
+        ErrorTypeDef,
+        ObjectIdentifierTypeDef,
+    )
 
 MAX_CHUNK_SIZE = 1000
 
@@ -324,9 +327,9 @@ class S3Adapter:
         return targets
 
     def _delete_chunk(self, chunk: Sequence[_Target]) -> Iterator[tuple[_Target, _Failure]]:
-        objects: list[dict[str, str]] = []
+        objects: list[ObjectIdentifierTypeDef] = []
         for target in chunk:
-            entry = {"Key": target.s3_key}
+            entry: ObjectIdentifierTypeDef = {"Key": target.s3_key}
             if target.version_id is not None:
                 entry["VersionId"] = target.version_id
             objects.append(entry)
@@ -344,7 +347,7 @@ class S3Adapter:
         for target in chunk:
             pending.setdefault(target.s3_key, {})[target.version_id] = target
 
-        def claim(answer: dict[str, Any]) -> _Target | None:
+        def claim(answer: DeletedObjectTypeDef | ErrorTypeDef) -> _Target | None:
             versions = pending.get(answer.get("Key", ""))
             if not versions:
                 return None
@@ -362,12 +365,12 @@ class S3Adapter:
             deleted = claim(answer)
             if deleted is not None:
                 yield deleted, _DELETED
-        for answer in response.get("Errors", ()):
-            failed = claim(answer)
+        for error in response.get("Errors", ()):
+            failed = claim(error)
             if failed is None:
                 continue
-            code = answer.get("Code", "")
-            message = _scrub(answer.get("Message", ""), failed.key, failed.s3_key)
+            code = error.get("Code", "")
+            message = _scrub(error.get("Message", ""), failed.key, failed.s3_key)
             yield (
                 failed,
                 _Failure(_key_error_outcome(code), f"{code}: {message}", code in THROTTLE_CODES),

@@ -6,6 +6,7 @@ from datetime import timedelta
 from typing import Any
 
 from django import template
+from django.template import Context
 
 from retention.durations import approximate_duration, format_duration
 from retention.selectors.admin import kill_switch_paused
@@ -14,7 +15,7 @@ register = template.Library()
 
 
 @register.inclusion_tag("retention/admin/kill_switch_banner.html", takes_context=True)
-def retention_kill_switch_banner(context: Any) -> dict[str, Any]:
+def retention_kill_switch_banner(context: Context) -> dict[str, Any]:
     request = context.get("request")
     user = getattr(request, "user", None)
     if user is None or not user.is_active or not user.is_staff:

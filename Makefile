@@ -10,13 +10,13 @@ DEMO_DIR := $(CURDIR)/var/demo
 DEMO_ENV := LETHE_VAR_DIR=$(DEMO_DIR) DATABASE_URL= AWS_STORAGE_BUCKET_NAME= REDIS_URL=
 PYTEST_ARGS ?=
 
-.PHONY: install demo test lint docs bench check-bench-database check-python clean
+.PHONY: install demo test lint docs typecheck bench check-bench-database check-python clean
 
 check-python:
 	@if [ -z "$(PYTHON)" ]; then \
 		echo "No supported Python found (need one of: $(SUPPORTED_PYTHONS))." >&2; exit 1; fi
 
-$(VENV)/.installed: requirements/base.txt requirements/test.txt requirements/docs.txt pyproject.toml | check-python
+$(VENV)/.installed: requirements/base.txt requirements/test.txt requirements/docs.txt requirements/lint.txt pyproject.toml | check-python
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements/test.txt -r requirements/docs.txt
@@ -73,6 +73,10 @@ docs: install
 lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+
+# mypy --strict with django-stubs over retention/ ([tool.mypy] in pyproject.toml).
+typecheck: install
+	$(VENV)/bin/mypy
 
 clean:
 	rm -rf $(VENV) .venv-* var .pytest_cache

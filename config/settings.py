@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import dj_database_url
 
@@ -90,7 +91,7 @@ STATIC_ROOT = VAR_DIR / "static"
 
 MEDIA_ROOT = Path(os.environ.get("LETHE_MEDIA_ROOT", VAR_DIR / "media"))
 
-STORAGES: dict[str, dict] = {
+STORAGES: dict[str, dict[str, Any]] = {
     "default": {
         "BACKEND": "django.core.files.storage.FileSystemStorage",
         "OPTIONS": {"location": str(MEDIA_ROOT)},
@@ -112,7 +113,7 @@ if os.environ.get("AWS_STORAGE_BUCKET_NAME"):
 
 # Retention batches go to the cluster named here; a host's foreground work
 # (the queue the foreground guard watches) usually has a cluster of its own.
-Q_CLUSTER: dict = {
+Q_CLUSTER: dict[str, Any] = {
     "name": os.environ.get("Q_CLUSTER_NAME", "lethe"),
     "workers": int(os.environ.get("Q_WORKERS", "2")),
     "timeout": int(os.environ.get("Q_TIMEOUT", "600")),

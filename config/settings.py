@@ -33,6 +33,8 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "retention",
+    # The REST API and its tenant keys: a sub-app, for hosts that serve the API.
+    "retention.rest",
     # Below retention, whose admin/base_site.html adds the kill-switch banner.
     "django.contrib.admin",
     "uploads",

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
+from django.apps import apps as django_apps
 from django.conf import settings as django_settings
-from django.core.checks import CheckMessage, Error, Warning, register
+from django.core.checks import CheckMessage, Error, Tags, Warning, register
+from django.urls import URLResolver, get_resolver
 from django.utils.module_loading import import_string
 
 from retention.conf import settings
@@ -150,27 +153,6 @@ def check_hmac_keys(**kwargs: Any) -> list[Error]:
         )
         for key_id, secret in keys.items()
         if len(secret) < MIN_HMAC_SECRET_LENGTH
-    ]
-
-
-@register("retention")
-def check_api_throttle_rate(**kwargs: Any) -> list[Error]:
-    from retention.rest.throttling import TenantRateThrottle
-
-    rate = settings.API_THROTTLE_RATE
-    try:
-        requests, duration = TenantRateThrottle().parse_rate(rate)
-        valid = bool(requests and requests > 0 and duration)
-    except (ValueError, KeyError, TypeError, IndexError):
-        valid = False
-    if valid:
-        return []
-    return [
-        Error(
-            f"RETENTION_API_THROTTLE_RATE {rate!r} is not a rate.",
-            hint="Give requests per period, e.g. '120/min', '10/s', '5000/hour', '100000/day'.",
-            id="retention.E008",
-        )
     ]
 
 
@@ -333,3 +315,41 @@ def check_queued_runs(**kwargs: Any) -> list[CheckMessage]:
             )
         )
     return messages
+
+
+# The API sub-app, as the host adds it; named, never imported: the core app
+# starts without DRF.
+REST_URLCONF = "retention.rest.urls"
+REST_APPS = ("rest_framework", "rest_framework_api_key", "retention.rest")
+
+
+@register("retention", Tags.urls)
+def check_rest_api_installed(**kwargs: Any) -> list[Error]:
+    if django_apps.is_installed("retention.rest"):
+        return []
+    try:
+        mounted = _includes(get_resolver().url_patterns, REST_URLCONF)
+    except Exception:
+        # A URLconf that does not load is reported by Django's own checks (urls).
+        return []
+    if not mounted:
+        return []
+    missing = ", ".join(repr(name) for name in REST_APPS if not django_apps.is_installed(name))
+    return [
+        Error(
+            f"The URLconf includes {REST_URLCONF!r}, but 'retention.rest' is not in "
+            "INSTALLED_APPS: the REST API would answer 404 to every request.",
+            hint=f'Add {missing} to INSTALLED_APPS (pip install "django-lethe[api]"), '
+            f"or remove include({REST_URLCONF!r}).",
+            id="retention.E015",
+        )
+    ]
+
+
+def _includes(patterns: Iterable[Any], urlconf: str) -> bool:
+    for pattern in patterns:
+        if isinstance(pattern, URLResolver):
+            module = getattr(pattern.urlconf_module, "__name__", pattern.urlconf_name)
+            if module == urlconf or _includes(pattern.url_patterns, urlconf):
+                return True
+    return False

@@ -16,7 +16,6 @@ from django.core.exceptions import EmptyResultSet
 from django.core.validators import RegexValidator
 from django.db import models
 from django.db.models import Exists, Lookup, OuterRef, Q
-from rest_framework_api_key.models import AbstractAPIKey
 
 if TYPE_CHECKING:
     from django.db.backends.base.base import BaseDatabaseWrapper
@@ -703,51 +702,3 @@ class KillSwitch(models.Model):
     def load(cls) -> KillSwitch:
         obj, _ = cls.objects.get_or_create(id=1)
         return obj
-
-
-# --------------------------------------------------------------------------
-# REST API credentials (SPEC §3.2): tenant API keys and the control plane's
-# record of signatures already seen.
-
-
-class TenantAPIKey(AbstractAPIKey):
-    """A tenant's API key, stored hashed (SHA-512 of a random key): shown once.
-
-    Only the 8-character prefix is kept in clear, to name the key in admin and
-    in logs. Revocation cannot be undone.
-    """
-
-    tenant_id = models.CharField(max_length=100, db_index=True)
-    revoked_at = models.DateTimeField(null=True, blank=True)
-
-    class Meta(AbstractAPIKey.Meta):
-        verbose_name = "tenant API key"
-        verbose_name_plural = "tenant API keys"
-        permissions = [("revoke_tenantapikey", "Can revoke tenant API keys")]
-        constraints = [
-            models.CheckConstraint(condition=~Q(tenant_id=""), name="retention_apikey_has_tenant"),
-            models.CheckConstraint(
-                condition=Q(revoked=False, revoked_at__isnull=True)
-                | Q(revoked=True, revoked_at__isnull=False),
-                name="retention_apikey_revocation_complete",
-            ),
-        ]
-
-    def __str__(self) -> str:
-        return f"{self.prefix} ({self.tenant_id}: {self.name})"
-
-
-class SeenRequestSignature(models.Model):
-    """A signed control-plane request already accepted, so its replay is refused.
-
-    Kept only while its timestamp could still pass the freshness window; older
-    rows are pruned, since a replay of them is refused as stale anyway.
-    """
-
-    digest = models.CharField(max_length=64, primary_key=True)
-    key_id = models.CharField(max_length=100)
-    signed_at = models.DateTimeField(db_index=True)
-    seen_at = models.DateTimeField()
-
-    def __str__(self) -> str:
-        return f"Signature {self.digest[:12]}… by {self.key_id}"

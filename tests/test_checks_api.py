@@ -1,13 +1,20 @@
-"""System checks of the REST API settings (retention.E005-E008)."""
+"""System checks of the REST API: its settings (retention.E005-E008) and its sub-app (E015)."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
-from retention.checks import check_api_throttle_rate, check_hmac_keys, check_numbers
+from retention.checks import check_hmac_keys, check_numbers, check_rest_api_installed
 from retention.conf import settings as retention_settings
+from retention.rest.checks import check_api_throttle_rate
 
 GOOD = "k" * 32
+REPO = Path(__file__).resolve().parents[1]
 
 
 def ids(errors: list) -> list[str]:
@@ -76,3 +83,37 @@ def test_check_e005__signature_window_must_be_positive(settings):
 
     assert ids(errors) == ["retention.E005"]
     assert "RETENTION_SIGNATURE_WINDOW_SECONDS" in errors[0].msg
+
+
+def _manage_check(host_settings: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "manage.py", "check"],
+        cwd=REPO,
+        env={**os.environ, "DJANGO_SETTINGS_MODULE": host_settings},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_check_e015__api_mounted_without_its_sub_app_names_what_to_add():
+    result = _manage_check("tests.hosts.api_without_app")
+
+    assert result.returncode == 1
+    assert "(retention.E015) The URLconf includes 'retention.rest.urls'" in result.stderr
+    assert (
+        "HINT: Add 'rest_framework', 'rest_framework_api_key', 'retention.rest' to INSTALLED_APPS"
+        in result.stderr
+    )
+    assert "Traceback" not in result.stderr  # the URLconf loaded, with no endpoint
+
+
+def test_check_e015__a_host_without_the_api_passes():
+    result = _manage_check("tests.hosts.nodrf")
+
+    assert (result.returncode, result.stderr) == (0, "")
+    assert "System check identified no issues" in result.stdout
+
+
+def test_check_e015__the_sub_app_installed_and_mounted_passes():
+    assert check_rest_api_installed() == []

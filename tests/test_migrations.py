@@ -3,7 +3,18 @@ from __future__ import annotations
 from io import StringIO
 
 import pytest
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Permission
+from django.contrib.contenttypes.models import ContentType
 from django.core.management import call_command
+from django.db import connection
+from django.db.migrations.executor import MigrationExecutor
+from rest_framework_api_key.crypto import KeyGenerator
+
+from retention.rest.models import TenantAPIKey
+from tests.factories import UserFactory
+
+CORE_0007 = ("retention", "0007_event_record_index_covered")
 
 
 @pytest.mark.django_db
@@ -14,3 +25,33 @@ def test_migrations__models_and_committed_migrations_agree():
     call_command("makemigrations", "--check", "--dry-run", stdout=out, stderr=StringIO())
 
     assert "No changes detected" in out.getvalue()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_migrations__an_upgraded_database_keeps_its_api_keys_and_their_permissions():
+    executor = MigrationExecutor(connection)
+    executor.migrate([CORE_0007, ("retention_rest", None)])
+    old_apps = executor.loader.project_state([CORE_0007]).apps
+    # As 0.1 left it (migrating back relabels the content type too): the key in
+    # the core app, its permissions under "retention".
+    secret, prefix, hashed = KeyGenerator().generate()
+    old_apps.get_model("retention", "TenantAPIKey").objects.create(
+        id=f"{prefix}.{hashed}", prefix=prefix, hashed_key=hashed, name="old", tenant_id="acme"
+    )
+    ContentType.objects.clear_cache()
+    old_type = ContentType.objects.get(app_label="retention", model="tenantapikey")
+    revoke = Permission.objects.get(content_type=old_type, codename="revoke_tenantapikey")
+    keeper = UserFactory(username="keeper")
+    keeper.user_permissions.add(revoke)
+    ContentType.objects.clear_cache()
+
+    executor = MigrationExecutor(connection)
+    executor.migrate(executor.loader.graph.leaf_nodes())
+
+    key = TenantAPIKey.objects.get_from_key(secret)
+    assert (key.prefix, key.tenant_id, key.name) == (prefix, "acme", "old")
+    assert key.is_valid(secret)
+    keeper = get_user_model().objects.get(pk=keeper.pk)
+    assert keeper.has_perm("retention_rest.revoke_tenantapikey")
+    assert ContentType.objects.get_for_model(TenantAPIKey).pk == old_type.pk
+    assert not ContentType.objects.filter(app_label="retention", model="tenantapikey").exists()

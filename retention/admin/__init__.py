@@ -2,7 +2,8 @@
 
 One module per area, so each can grow on its own: policies and versions,
 legal holds, the kill switch, runs and dry-run reports, the read-only audit
-trail, the dashboard.
+trail, the dashboard. Tenant API keys are the API sub-app's
+(``retention/rest/admin.py``).
 """
 
-from retention.admin import audit, checks, holds, keys, killswitch, policies, runs  # noqa: F401
+from retention.admin import audit, checks, holds, killswitch, policies, runs  # noqa: F401

@@ -22,6 +22,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from retention.conf import settings
+from retention.engine import run_trigger
 from retention.models import (
     DeletionEvent,
     Disposition,
@@ -44,7 +45,6 @@ from retention.selectors.tenant import (
     tenant_receipt_get,
 )
 from retention.services.evidence import batch_leaves, chain_head, receipt_for
-from retention.services.triggers import run_trigger
 
 
 class QueryFilterSerializer(serializers.Serializer):

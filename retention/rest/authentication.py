@@ -19,9 +19,9 @@ from rest_framework.request import Request
 from rest_framework_api_key.permissions import KeyParser
 
 from retention.conf import settings
-from retention.models import TenantAPIKey
 from retention.rest import signing
-from retention.services.triggers import SignatureReplayed, request_signature_consume
+from retention.rest.models import TenantAPIKey
+from retention.rest.services import SignatureReplayed, request_signature_consume
 
 logger = logging.getLogger("retention.api")
 

@@ -1,25 +1,35 @@
-"""Mount under ``api/v1/``: ``path("api/v1/", include("retention.rest.urls"))``."""
+"""Mount under ``api/v1/``: ``path("api/v1/", include("retention.rest.urls"))``.
+
+Needs ``retention.rest`` in INSTALLED_APPS. Without it the URLconf still
+loads, with no endpoint, and system check retention.E015 says what to add.
+"""
 
 from __future__ import annotations
 
-from django.urls import path
-
-from retention.rest.apis import (
-    ChainHeadApi,
-    DeletionListApi,
-    DeletionReceiptApi,
-    DeletionReportApi,
-    RunStartApi,
-)
+from django.apps import apps
+from django.urls import URLPattern, path
 
 app_name = "retention_api"
 
-urlpatterns = [
-    path("deletions/", DeletionListApi.as_view(), name="deletion-list"),
-    path("deletions/report/", DeletionReportApi.as_view(), name="deletion-report"),
-    path("deletions/chain/", ChainHeadApi.as_view(), name="deletion-chain"),
-    path(
-        "deletions/<str:receipt_id>/receipt/", DeletionReceiptApi.as_view(), name="deletion-receipt"
-    ),
-    path("runs/", RunStartApi.as_view(), name="run-start"),
-]
+urlpatterns: list[URLPattern] = []
+
+if apps.is_installed("retention.rest"):
+    from retention.rest.apis import (
+        ChainHeadApi,
+        DeletionListApi,
+        DeletionReceiptApi,
+        DeletionReportApi,
+        RunStartApi,
+    )
+
+    urlpatterns = [
+        path("deletions/", DeletionListApi.as_view(), name="deletion-list"),
+        path("deletions/report/", DeletionReportApi.as_view(), name="deletion-report"),
+        path("deletions/chain/", ChainHeadApi.as_view(), name="deletion-chain"),
+        path(
+            "deletions/<str:receipt_id>/receipt/",
+            DeletionReceiptApi.as_view(),
+            name="deletion-receipt",
+        ),
+        path("runs/", RunStartApi.as_view(), name="run-start"),
+    ]

@@ -10,7 +10,7 @@ import pytest
 from django.core.cache import cache
 
 from retention.models import DeletionEvent, EventOutcome, Policy, RetentionRecord
-from retention.services.tenant_keys import tenant_key_create
+from retention.rest.services import tenant_key_create
 from tests.helpers import enforce, put_tracked
 
 HMAC_KEYS = {"ops-2026a": "a" * 40, "ops-2026b": "b" * 40}

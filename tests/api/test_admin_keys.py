@@ -8,13 +8,13 @@ import pytest
 from django.contrib.admin.utils import quote
 from django.contrib.auth.models import Permission
 
-from retention.models import TenantAPIKey
-from retention.services.tenant_keys import tenant_key_create
+from retention.rest.models import TenantAPIKey
+from retention.rest.services import tenant_key_create
 from tests.factories import UserFactory
 
 pytestmark = pytest.mark.django_db
 
-CHANGELIST = "/admin/retention/tenantapikey/"
+CHANGELIST = "/admin/retention_rest/tenantapikey/"
 
 
 def test_admin_add__shows_the_key_once_and_stores_its_hash(admin_client, client):
@@ -67,7 +67,9 @@ def test_admin_revoke__asks_for_confirmation_then_revokes(admin_client, client):
 def test_admin_revoke__needs_the_revoke_permission(client):
     viewer = UserFactory(username="viewer")
     viewer.user_permissions.add(
-        Permission.objects.get(codename="view_tenantapikey", content_type__app_label="retention")
+        Permission.objects.get(
+            codename="view_tenantapikey", content_type__app_label="retention_rest"
+        )
     )
     client.force_login(viewer)
     key, _ = tenant_key_create(tenant_id="acme")

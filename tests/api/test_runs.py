@@ -23,9 +23,9 @@ from retention.models import (
     RunMode,
     RunStatus,
     RunTrigger,
-    SeenRequestSignature,
 )
 from retention.rest import signing
+from retention.rest.models import SeenRequestSignature
 from tests.api.conftest import HMAC_KEYS
 from tests.helpers import put_tracked
 

@@ -9,8 +9,8 @@ import pytest
 from django.core.files.base import ContentFile
 from django.utils import timezone
 
-from retention.models import TenantAPIKey
-from retention.services.tenant_keys import tenant_key_create, tenant_key_revoke
+from retention.rest.models import TenantAPIKey
+from retention.rest.services import tenant_key_create, tenant_key_revoke
 from uploads.services import upload_create
 
 pytestmark = pytest.mark.django_db

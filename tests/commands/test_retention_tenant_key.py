@@ -8,7 +8,7 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from retention.models import TenantAPIKey
+from retention.rest.models import TenantAPIKey
 
 pytestmark = pytest.mark.django_db
 

@@ -1,4 +1,4 @@
-"""Tenant API keys: issue (the key is shown once, on the page, never stored in
+"""Tenant API keys in the admin: issue (the key is shown once, on the page, never stored in
 clear or put in a message cookie) and revoke (after a confirmation page).
 
 The generic, tenant-less key admin of djangorestframework-api-key is hidden:
@@ -18,25 +18,26 @@ from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils import timezone
-from rest_framework_api_key.admin import APIKey
+from rest_framework_api_key import admin as api_key_admin  # noqa: F401  (registers APIKey)
+from rest_framework_api_key.models import APIKey
 
-from retention.models import TenantAPIKey
-from retention.services.tenant_keys import (
+from retention.rest.models import TenantAPIKey
+from retention.rest.services import (
     InvalidTenantKey,
     tenant_id_validate,
     tenant_key_create,
     tenant_key_revoke,
 )
 
-REVOKE_PERMISSION = "retention.revoke_tenantapikey"
+REVOKE_PERMISSION = "retention_rest.revoke_tenantapikey"
 
-# Taken from the library's admin module, so that its registration has happened
-# (whatever the order of INSTALLED_APPS) before it is undone here.
+# The library's admin module is imported above, so that its registration has
+# happened (whatever the order of INSTALLED_APPS) before it is undone here.
 if admin.site.is_registered(APIKey):
     admin.site.unregister(APIKey)
 
 
-class TenantAPIKeyForm(forms.ModelForm):
+class TenantAPIKeyForm(forms.ModelForm[TenantAPIKey]):
     class Meta:
         model = TenantAPIKey
         fields = ("tenant_id", "name", "expiry_date")
@@ -49,7 +50,7 @@ class TenantAPIKeyForm(forms.ModelForm):
 
 
 @admin.register(TenantAPIKey)
-class TenantAPIKeyAdmin(admin.ModelAdmin):
+class TenantAPIKeyAdmin(admin.ModelAdmin[TenantAPIKey]):
     form = TenantAPIKeyForm
     list_display = (
         "prefix",
@@ -95,10 +96,10 @@ class TenantAPIKeyAdmin(admin.ModelAdmin):
             "title": "API key created",
             "key": obj,
             "clear_key": obj._clear_key,
-            "changelist_url": reverse("admin:retention_tenantapikey_changelist"),
+            "changelist_url": reverse("admin:retention_rest_tenantapikey_changelist"),
         }
         response = TemplateResponse(
-            request, "admin/retention/tenantapikey/key_created.html", context
+            request, "admin/retention_rest/tenantapikey/key_created.html", context
         )
         # The page carries a secret: never cache it anywhere.
         response["Cache-Control"] = "no-store"
@@ -124,5 +125,5 @@ class TenantAPIKeyAdmin(admin.ModelAdmin):
             "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
         }
         return TemplateResponse(
-            request, "admin/retention/tenantapikey/revoke_confirmation.html", context
+            request, "admin/retention_rest/tenantapikey/revoke_confirmation.html", context
         )

@@ -1,4 +1,4 @@
-"""Issuing and revoking tenant API keys.
+"""The API's writes: issuing and revoking tenant API keys, consuming signatures.
 
 A key is shown once, when it is created, and stored only as a SHA-512 hash
 (djangorestframework-api-key's scheme: a random 8-character prefix to find
@@ -8,19 +8,24 @@ the row, a 32-character secret). Revocation is final.
 from __future__ import annotations
 
 import re
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import cast
 
-from django.db import transaction
+from django.db import IntegrityError, transaction
 
+from retention.conf import settings
 from retention.exceptions import RetentionError
-from retention.models import TenantAPIKey
+from retention.rest.models import SeenRequestSignature, TenantAPIKey
 
 _TENANT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,99}$")
 
 
 class InvalidTenantKey(RetentionError):
     code = "invalid_tenant_key"
+
+
+class SignatureReplayed(RetentionError):
+    code = "signature_replayed"
 
 
 def tenant_id_validate(tenant_id: str) -> str:
@@ -61,3 +66,23 @@ def tenant_keys_revoke(*, tenant_id: str, now: datetime, prefix: str | None = No
     if prefix:
         keys = keys.filter(prefix=prefix)
     return keys.update(revoked=True, revoked_at=now)
+
+
+def request_signature_consume(
+    *, digest: str, key_id: str, signed_at: datetime, now: datetime
+) -> None:
+    """Record a verified signature; raise SignatureReplayed if it was seen before.
+
+    The primary key makes this race-free: of two identical requests arriving
+    together, exactly one insert succeeds.
+    """
+    window = timedelta(seconds=settings.SIGNATURE_WINDOW_SECONDS)
+    # Past the window a replay is refused as stale, so the row is no longer needed.
+    SeenRequestSignature.objects.filter(signed_at__lt=now - window).delete()
+    try:
+        with transaction.atomic():
+            SeenRequestSignature.objects.create(
+                digest=digest, key_id=key_id, signed_at=signed_at, seen_at=now
+            )
+    except IntegrityError:
+        raise SignatureReplayed("This signed request was already accepted once.") from None

@@ -10,7 +10,7 @@ DEMO_DIR := $(CURDIR)/var/demo
 DEMO_ENV := LETHE_VAR_DIR=$(DEMO_DIR) DATABASE_URL= AWS_STORAGE_BUCKET_NAME= REDIS_URL=
 PYTEST_ARGS ?=
 
-.PHONY: install demo test lint docs typecheck bench check-bench-database check-python clean
+.PHONY: install demo test lint contracts docs typecheck bench check-bench-database check-python clean
 
 check-python:
 	@if [ -z "$(PYTHON)" ]; then \
@@ -73,6 +73,11 @@ docs: install
 lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+
+# The import contracts of pyproject.toml: models <- selectors <- services and
+# engine <- interfaces; the core imports neither the REST API nor the admin.
+contracts: install
+	$(VENV)/bin/lint-imports
 
 # mypy --strict with django-stubs over retention/ ([tool.mypy] in pyproject.toml).
 typecheck: install

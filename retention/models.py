@@ -170,6 +170,28 @@ class HoldQuerySet(models.QuerySet["LegalHold"]):
     def active(self) -> HoldQuerySet:
         return self.filter(released_at__isnull=True)
 
+    def covering(
+        self,
+        *,
+        tenant_id: Any = None,
+        data_class: Any = None,
+        record_id: Any = None,
+    ) -> HoldQuerySet:
+        """Active holds that protect a record with these values (or OuterRef expressions).
+
+        The one spelling of hold coverage: a hold protects every record that
+        matches all of its non-empty scopes. An argument left None does not
+        narrow the match (any value of it).
+        """
+        qs = self.active()
+        if tenant_id is not None:
+            qs = qs.filter(Q(tenant_id__isnull=True) | Q(tenant_id=tenant_id))
+        if data_class is not None:
+            qs = qs.filter(Q(data_class__isnull=True) | Q(data_class=data_class))
+        if record_id is not None:
+            qs = qs.filter(Q(record__isnull=True) | Q(record_id=record_id))
+        return qs
+
 
 class LegalHold(models.Model):
     """Protects every record matching all of its non-empty scopes."""
@@ -235,29 +257,16 @@ class LegalHold(models.Model):
             q &= Q(pk=self.record_id)
         return q
 
-    def covers(self, *, tenant_id: str, data_class: str, record_id: int) -> bool:
-        """Whether this hold, while active, protects the record so described."""
-        return (
-            self.released_at is None
-            and (not self.tenant_id or self.tenant_id == tenant_id)
-            and (not self.data_class or self.data_class == data_class)
-            and (not self.record_id or self.record_id == record_id)
-        )
-
-    def applies_to(self, record: RetentionRecord) -> bool:
-        return self.covers(
-            tenant_id=record.tenant_id, data_class=record.data_class, record_id=record.pk
-        )
-
 
 def active_holds_matching(outer: str = "") -> Exists:
-    """An EXISTS over active holds that cover the record at ``outer``."""
+    """An EXISTS over the active holds that cover the record at ``outer``."""
     prefix = f"{outer}__" if outer else ""
     return Exists(
-        LegalHold.objects.filter(released_at__isnull=True)
-        .filter(Q(tenant_id__isnull=True) | Q(tenant_id=OuterRef(f"{prefix}tenant_id")))
-        .filter(Q(data_class__isnull=True) | Q(data_class=OuterRef(f"{prefix}data_class")))
-        .filter(Q(record__isnull=True) | Q(record_id=OuterRef(f"{prefix}pk")))
+        LegalHold.objects.covering(
+            tenant_id=OuterRef(f"{prefix}tenant_id"),
+            data_class=OuterRef(f"{prefix}data_class"),
+            record_id=OuterRef(f"{prefix}pk"),
+        )
     )
 
 

@@ -42,12 +42,15 @@ from retention.models import (
     data_class_validator,
 )
 from retention.selectors import admin as selectors
-from retention.services import governance
-from retention.services.policies import (
-    APPROVE_PERMISSION,
-    RETIRE_PERMISSION,
+from retention.selectors.policies import (
     VERSION_RULE_FIELDS,
+    lock_violation,
+    version_in_force,
+    version_or_latest,
 )
+from retention.selectors.runs import dry_run_latest
+from retention.services import governance
+from retention.services.policies import APPROVE_PERMISSION, RETIRE_PERMISSION
 
 if TYPE_CHECKING:
     from django_stubs_ext import FieldsetSpec, WithAnnotations
@@ -182,7 +185,7 @@ class PolicyAdmin(ObjectReadOnlyMixin[Policy], admin.ModelAdmin[Policy]):
 
     @admin.display(description="version in force")
     def in_force(self, obj: Policy) -> str:
-        version = selectors.version_in_force(obj.pk)
+        version = version_in_force(policy_id=obj.pk)
         if version is None:
             return "none approved"
         lock = ", locked" if version.locked else ""
@@ -227,7 +230,7 @@ class PolicyAdmin(ObjectReadOnlyMixin[Policy], admin.ModelAdmin[Policy]):
         policy = self.get_object(request, object_id)
         context = dict(extra_context or {})
         if policy is not None:
-            context["latest_dry_run"] = selectors.latest_dry_run_for(policy.data_class)
+            context["latest_dry_run"] = dry_run_latest(data_class=policy.data_class)
             context["can_draft"] = request.user.has_perm("retention.add_policyversion")
         return super().change_view(request, object_id, form_url, context)
 
@@ -325,11 +328,7 @@ class PolicyVersionAdmin(admin.ModelAdmin[PolicyVersion]):
         data_class = request.GET.get("data_class")
         if not data_class:
             return initial
-        versions = PolicyVersion.objects.filter(policy__data_class=data_class)
-        version = (
-            versions.filter(status=PolicyVersionStatus.APPROVED).first()
-            or versions.order_by("-number").first()
-        )
+        version = version_or_latest(data_class)
         if version is not None:
             initial.update({name: getattr(version, name) for name in RULE_FORM_FIELDS})
         return initial
@@ -403,7 +402,7 @@ class PolicyVersionAdmin(admin.ModelAdmin[PolicyVersion]):
         return super().change_view(request, object_id, form_url, context)
 
     def _version_context(self, request: HttpRequest, version: PolicyVersion) -> dict[str, Any]:
-        in_force = selectors.version_in_force(version.policy_id)
+        in_force = version_in_force(policy_id=version.policy_id)
         against: PolicyVersion | None = in_force if in_force != version else None
         compare = request.GET.get("compare")
         others = list(version.policy.versions.exclude(pk=version.pk).order_by("number"))
@@ -590,13 +589,12 @@ class _VersionTransition(Protocol):
 
 def _lock_refusal(version: PolicyVersion, in_force: PolicyVersion | None) -> str:
     """Why approving would be refused by the lock, said before anyone tries."""
-    if in_force is None or in_force == version or not in_force.locked:
+    violation = lock_violation(version, in_force)
+    if violation is None:
         return ""
-    if version.retention_period < in_force.retention_period:
+    if violation.kind == "shortened":
         return (
-            f"The policy is locked at {format_duration(in_force.retention_period)}: "
+            f"The policy is locked at {format_duration(violation.in_force.retention_period)}: "
             "a shorter period will be refused."
         )
-    if not version.locked:
-        return "The policy is locked: a new version must stay locked, or it will be refused."
-    return ""
+    return "The policy is locked: a new version must stay locked, or it will be refused."

@@ -27,8 +27,8 @@ from retention.admin.base import (
 )
 from retention.conf import settings
 from retention.models import RUN_COUNT_FIELDS, DataClassMode, Policy, Run, RunMode, RunStatus
+from retention.selectors.runs import dry_run_reviewable
 from retention.services import governance
-from retention.services.control import latest_reviewable_dry_run
 from retention.services.policies import APPROVE_PERMISSION
 
 
@@ -147,7 +147,7 @@ class RunAdmin(CsvExportMixin[Run], ReadOnlyAdmin[Run]):
         for name in run.data_classes:
             data = report.get("per_data_class", {}).get(name, {})
             policy = policies.get(name)
-            latest = latest_reviewable_dry_run(data_class=name, now=now)
+            latest = dry_run_reviewable(data_class=name, now=now)
             sections.append(
                 {
                     "name": name,

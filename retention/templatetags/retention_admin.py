@@ -9,7 +9,7 @@ from django import template
 from django.template import Context
 
 from retention.durations import approximate_duration, format_duration
-from retention.selectors.admin import kill_switch_paused
+from retention.selectors.control import kill_switch_engaged
 
 register = template.Library()
 
@@ -21,7 +21,7 @@ def retention_kill_switch_banner(context: Context) -> dict[str, Any]:
     if user is None or not user.is_active or not user.is_staff:
         return {"switch": None}
     return {
-        "switch": kill_switch_paused(),
+        "switch": kill_switch_engaged(),
         "can_view": user.has_perm("retention.view_killswitch"),
     }
 

@@ -66,9 +66,10 @@ bench: check-bench-database install
 	if [ -n "$$failed" ]; then echo; echo "make bench: missed a target or failed:$$failed" >&2; exit 1; fi
 
 # The documentation site (docs/, mkdocs.yml) into var/site/. --strict: any
-# warning, such as a link to a missing page or anchor, fails the build.
+# warning, such as a link to a missing page or anchor, fails the build (not
+# with --quiet, which hides the warnings from --strict's count too).
 docs: install
-	$(VENV)/bin/mkdocs build --strict --quiet
+	$(VENV)/bin/mkdocs build --strict
 
 lint: install
 	$(VENV)/bin/ruff check .

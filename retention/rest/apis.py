@@ -5,7 +5,7 @@ Thin: parse input, call one selector or service, serialize.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
@@ -15,27 +15,23 @@ from drf_spectacular.utils import (
     extend_schema,
     extend_schema_field,
 )
-from rest_framework import serializers, status
+from rest_framework import serializers
 from rest_framework.exceptions import NotFound
 from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from retention.conf import settings
-from retention.engine import run_trigger
 from retention.models import (
     DeletionEvent,
     Disposition,
     EventOutcome,
-    RunMode,
-    RunStatus,
     data_class_validator,
 )
 from retention.rest.csv import CSVStreamMixin, CSVStreamRenderer, stream_csv
-from retention.rest.exceptions import ApiError, RunRefusedErrorSerializer
 from retention.rest.pagination import ReceiptCursorPagination, page_serializer
 from retention.rest.schema import error_responses
-from retention.rest.views import ControlPlaneApiView, TenantApiView
+from retention.rest.views import TenantApiView
 from retention.selectors.tenant import (
     RECEIPT_FIELDS,
     RECEIPT_OUTCOMES,
@@ -47,7 +43,7 @@ from retention.selectors.tenant import (
 from retention.services.evidence import batch_leaves, chain_head, receipt_for
 
 
-class QueryFilterSerializer(serializers.Serializer):
+class QueryFilterSerializer(serializers.Serializer[Any]):
     """Query filters, strictly: views pass ``query_params.dict()``, so an empty
     value (``?since=``) is an error rather than absent (DRF's reading of a
     QueryDict), and an unknown parameter (``?sinse=``) is refused rather than
@@ -79,7 +75,7 @@ class PeriodFilterSerializer(QueryFilterSerializer):
         return attrs
 
 
-class PolicyRefSerializer(serializers.Serializer):
+class PolicyRefSerializer(serializers.Serializer[Any]):
     key = serializers.CharField()
     version = serializers.IntegerField()
 
@@ -106,10 +102,11 @@ CSV_HEADER = (
 assert len(CSV_HEADER) == len(RECEIPT_FIELDS)
 
 
-class ChainLinkSerializer(serializers.Serializer):
+class ChainLinkSerializer(serializers.Serializer[Any]):
     seq = serializers.IntegerField()
     size = serializers.IntegerField()
-    root = serializers.CharField()
+    # A field named like Field.root (the serializer tree's root) in the stubs.
+    root = serializers.CharField()  # type: ignore[assignment]
 
     class Meta:
         ref_name = "ChainLink"
@@ -123,7 +120,7 @@ class BatchSerializer(ChainLinkSerializer):
         ref_name = "ChainBatch"
 
 
-class InclusionProofSerializer(serializers.Serializer):
+class InclusionProofSerializer(serializers.Serializer[Any]):
     leaf_index = serializers.IntegerField()
     path = serializers.ListField(child=serializers.CharField())
     batch = BatchSerializer()
@@ -142,7 +139,7 @@ class DeletionListApi(CSVStreamMixin, TenantApiView):
             required=False, max_length=100, validators=[data_class_validator]
         )
 
-    class OutputSerializer(serializers.Serializer):
+    class OutputSerializer(serializers.Serializer[Any]):
         id = serializers.IntegerField(help_text="The receipt's id.")
         record_id = serializers.IntegerField()
         run_id = serializers.UUIDField(allow_null=True)
@@ -172,7 +169,8 @@ class DeletionListApi(CSVStreamMixin, TenantApiView):
         def get_proof(self, event: Any) -> dict[str, Any] | None:
             if event.batch_id is None:
                 return None  # not chained: retention_verify reports such events
-            leaves = self.context.setdefault("batch_leaves", {})
+            # DRF hands every serializer of a response the same mutable dict.
+            leaves = cast("dict[str, Any]", self.context).setdefault("batch_leaves", {})
             if event.batch_id not in leaves:
                 leaves[event.batch_id] = batch_leaves(event.batch_id)
             receipt = receipt_for(event, leaves=leaves[event.batch_id])
@@ -254,7 +252,7 @@ class ChainHeadApi(TenantApiView):
             required=False, min_value=0, help_text="Only the links after this batch."
         )
 
-    class OutputSerializer(serializers.Serializer):
+    class OutputSerializer(serializers.Serializer[Any]):
         head = serializers.DictField()
         links = ChainLinkSerializer(many=True)
 
@@ -275,7 +273,7 @@ class ChainHeadApi(TenantApiView):
         return Response(self.OutputSerializer(head).data)
 
 
-class OverdueRecordSerializer(serializers.Serializer):
+class OverdueRecordSerializer(serializers.Serializer[Any]):
     record_id = serializers.IntegerField()
     data_class = serializers.CharField()
     expires_at = serializers.DateTimeField()
@@ -285,7 +283,7 @@ class OverdueRecordSerializer(serializers.Serializer):
         ref_name = "OverdueRecord"
 
 
-class DataClassReportSerializer(serializers.Serializer):
+class DataClassReportSerializer(serializers.Serializer[Any]):
     data_class = serializers.CharField()
     deleted = serializers.IntegerField()
     already_absent = serializers.IntegerField()
@@ -305,7 +303,7 @@ class DeletionReportApi(TenantApiView):
     class FilterSerializer(PeriodFilterSerializer):
         pass
 
-    class OutputSerializer(serializers.Serializer):
+    class OutputSerializer(serializers.Serializer[Any]):
         tenant_id = serializers.CharField()
         since = serializers.DateTimeField(allow_null=True)
         until = serializers.DateTimeField(allow_null=True)
@@ -337,75 +335,3 @@ class DeletionReportApi(TenantApiView):
             **filters.validated_data,
         )
         return Response(self.OutputSerializer(report).data)
-
-
-class RunStartApi(ControlPlaneApiView):
-    class InputSerializer(serializers.Serializer):
-        mode = serializers.ChoiceField(choices=RunMode.choices)
-        data_classes = serializers.ListField(
-            child=serializers.CharField(max_length=100, validators=[data_class_validator]),
-            required=False,
-            max_length=100,
-            help_text="Default: every data class (an enforcing run: every enforced one).",
-        )
-        tenant_id = serializers.CharField(required=False, max_length=100)
-        limit = serializers.IntegerField(required=False, min_value=1)
-        max_seconds = serializers.FloatField(
-            required=False, min_value=1, max_value=86400, help_text="Time budget of the sweep."
-        )
-
-        class Meta:
-            ref_name = "RunStart"
-
-    class OutputSerializer(serializers.Serializer):
-        run_id = serializers.UUIDField(source="pk")
-        status = serializers.CharField()
-        mode = serializers.CharField()
-        trigger = serializers.CharField()
-        data_classes = serializers.ListField(child=serializers.CharField())
-        tenant_id = serializers.CharField(allow_null=True)
-        cutoff = serializers.DateTimeField()
-        started_at = serializers.DateTimeField()
-
-        class Meta:
-            ref_name = "RunAccepted"
-
-    @extend_schema(
-        operation_id="runs_start",
-        summary="Trigger a retention run (operators; signed)",
-        description="The run is written to the ledger, with its leases, before this answers "
-        "202; a django-q2 worker then sweeps it. An exact replay of a signed request is "
-        "refused, as is a timestamp more than 300 s from the server's clock.",
-        request=InputSerializer,
-        responses={
-            202: OutputSerializer,
-            409: OpenApiResponse(
-                RunRefusedErrorSerializer,
-                description="Refused (`run_refused`): lease held, paused, report-only "
-                "class, storage unreachable. The refused run stays in the ledger.",
-            ),
-            **error_responses(400, 401, 415, 503),
-        },
-        tags=["runs"],
-    )
-    def post(self, request: Request) -> Response:
-        data = self.InputSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        run = run_trigger(
-            key_id=request.user.key_id,  # type: ignore[union-attr]
-            now=timezone.now(),
-            mode=data.validated_data["mode"],
-            data_classes=data.validated_data.get("data_classes"),
-            tenant_id=data.validated_data.get("tenant_id"),
-            limit=data.validated_data.get("limit"),
-            max_seconds=data.validated_data.get("max_seconds"),
-        )
-        run.refresh_from_db()
-        if run.status == RunStatus.ERROR:
-            # Recorded, but its task could not be queued; the run was closed.
-            raise ApiError(
-                f"Run {run.pk} was recorded but could not be queued; it was closed. Retry later.",
-                code="queue_unavailable",
-                status_code=503,
-            )
-        return Response(self.OutputSerializer(run).data, status=status.HTTP_202_ACCEPTED)

@@ -28,7 +28,7 @@ class ApiError(exceptions.APIException):
         self.extra = extra
 
 
-class ErrorSerializer(serializers.Serializer):
+class ErrorSerializer(serializers.Serializer[Any]):
     code = serializers.CharField(help_text="Stable, machine-readable error code.")
     detail = serializers.CharField(help_text="What went wrong, for people.")
     field_errors = serializers.DictField(

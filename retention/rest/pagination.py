@@ -27,7 +27,7 @@ class ReceiptCursorPagination(CursorPagination):
             raise ApiError("The cursor is not valid.", code="invalid_cursor") from None
 
 
-def page_serializer(item: type[serializers.Serializer], *, ref_name: str) -> type:
+def page_serializer(item: type[serializers.Serializer[Any]], *, ref_name: str) -> type:
     """The response of a cursor-paginated list of ``item``, for the schema."""
 
     class Meta:

@@ -37,7 +37,8 @@ def error_responses(*statuses: int, media_type: str | None = None) -> dict[Any, 
     }
 
 
-class TenantAPIKeyScheme(OpenApiAuthenticationExtension):
+# drf-spectacular registers each extension from an untyped __init_subclass__.
+class TenantAPIKeyScheme(OpenApiAuthenticationExtension):  # type: ignore[no-untyped-call]
     target_class = "retention.rest.authentication.TenantAPIKeyAuthentication"
     name = "TenantApiKey"
 
@@ -50,7 +51,7 @@ class TenantAPIKeyScheme(OpenApiAuthenticationExtension):
         }
 
 
-class SignedRequestScheme(OpenApiAuthenticationExtension):
+class SignedRequestScheme(OpenApiAuthenticationExtension):  # type: ignore[no-untyped-call]
     target_class = "retention.rest.authentication.SignedRequestAuthentication"
     name = ["LetheKeyId", "LetheTimestamp", "LetheSignature"]
 

@@ -21,7 +21,7 @@ class TenantRateThrottle(SimpleRateThrottle):
         # setting per request, so override_settings and reloads take effect.
         return settings.API_THROTTLE_RATE
 
-    def timer(self) -> float:  # type: ignore[override]
+    def timer(self) -> float:
         # DRF's ``timer = time.time`` is captured when its module is first
         # imported; under freezegun that is a plain function, which then binds
         # to the instance and fails. Looking time.time up per call is immune.

@@ -33,9 +33,14 @@ class StrictContentNegotiation(DefaultContentNegotiation):
         name = self.settings.URL_FORMAT_OVERRIDE
         if name and request.query_params.get(name) == "":
             raise NotAcceptable(f"?{name}= is empty.")
-        return super().select_renderer(request, renderers, format_suffix)
+        chosen: tuple[BaseRenderer, str] = super().select_renderer(
+            request, renderers, format_suffix
+        )
+        return chosen
 
-    def filter_renderers(self, renderers: Iterable[BaseRenderer], format: str) -> list:
+    def filter_renderers(
+        self, renderers: Iterable[BaseRenderer], format: str
+    ) -> list[BaseRenderer]:
         matching = [renderer for renderer in renderers if renderer.format == format]
         if not matching:
             known = ", ".join(renderer.format for renderer in renderers)

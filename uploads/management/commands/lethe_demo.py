@@ -374,7 +374,15 @@ class Command(BaseCommand):
         if record.state == RecordState.DELETING:
             return "in_flight", f"being deleted (claimed until {fmt(record.lease_expires_at)})"
 
-        hold = next((h for h in holds if h.applies_to(record)), None)
+        hold = (
+            LegalHold.objects.covering(
+                tenant_id=record.tenant_id, data_class=record.data_class, record_id=record.pk
+            )
+            .order_by("pk")
+            .first()
+            if holds
+            else None
+        )
         if record.expires_at > now:
             if record.renewed_at is not None:
                 fate = (

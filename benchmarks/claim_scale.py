@@ -1,4 +1,6 @@
-"""Does claiming a page cost the same over 1,000,000 rows as over 100,000? (SPEC §5)
+"""Does claiming a page cost the same over 1,000,000 (and 10,000,000) rows as over 100,000?
+
+SPEC §5 (1,000,000) and issue 16 (10,000,000).
 
 For each size, on a fresh PostgreSQL database, seeds a realistic retention
 table with SQL (``benchmarks/seed_sql.py``: four data classes, one still
@@ -7,7 +9,7 @@ backlog, failed and leased rows, tenant and record holds), VACUUM ANALYZE and
 CHECKPOINT, starts an enforcing run and times ``records_claim_next`` taking 1,000-row pages of
 one data class (``pod.scan`` by default: its eligible rows are not the
 earliest in the table, so a claim that walked other classes' rows would show
-it). Prints the median per size, the ratio (target: at most 1.5) and the
+it). Prints the median per size, each size's ratio to the first (target: at most 1.5) and the
 ``EXPLAIN (ANALYZE, BUFFERS)`` plan of the claim's locking statement (its
 ``SELECT ... FOR UPDATE SKIP LOCKED``) at each size (target: an index scan on
 the due index, no sequential scan), with how many index entries it walked to
@@ -207,7 +209,8 @@ def measure(
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", type=int, nargs="+", default=[100_000, 1_000_000])
+    # SPEC §5 asks 1,000,000 against 100,000; issue 16 asks 10,000,000 too.
+    parser.add_argument("--sizes", type=int, nargs="+", default=[100_000, 1_000_000, 10_000_000])
     parser.add_argument("--repetitions", type=int, default=15)
     parser.add_argument("--page", type=int, default=1000)
     parser.add_argument(
@@ -252,15 +255,15 @@ def main() -> int:
             f"{stage.rows:>10,} rows: median claim {stage.median * 1000:7.1f} ms; plan: {verdict}; "
             f"{stage.walked}"
         )
-    if len(stages) >= 2:
-        ratio = stages[-1].median / stages[0].median
+    for stage in stages[1:]:
+        ratio = stage.median / stages[0].median
         met = ratio <= TARGET_RATIO
         print(
-            f"ratio {stages[-1].rows:,} / {stages[0].rows:,} rows: {ratio:.2f} "
+            f"ratio {stage.rows:,} / {stages[0].rows:,} rows: {ratio:.2f} "
             f"(target: at most {TARGET_RATIO}) {'met' if met else 'MISSED'}"
         )
         if not met:
-            failures.append(f"ratio {ratio:.2f} above {TARGET_RATIO}")
+            failures.append(f"ratio {ratio:.2f} at {stage.rows:,} rows above {TARGET_RATIO}")
     for failure in failures:
         print(f"target missed: {failure}", file=sys.stderr)
     return 1 if failures else 0

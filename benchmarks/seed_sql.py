@@ -70,10 +70,11 @@ dice AS (
         (hashint8extended(g, 1) & 2147483647)::float8 / 2147483648 AS u1,
         (hashint8extended(g, 2) & 2147483647)::float8 / 2147483648 AS u2,
         (hashint8extended(g, 4) & 2147483647)::float8 / 2147483648 AS u4,
-        %(now)s::timestamptz - %(history)s::interval * (
+        -- The fraction is taken first: interval * (rows - g) overflows past ~2.9M rows.
+        %(now)s::timestamptz - %(history)s::interval * ((
             (%(rows)s - g)::float8
             + (hashint8extended(g, 3) & 2147483647)::float8 / 2147483648
-        ) / %(rows)s AS created_at
+        ) / %(rows)s) AS created_at
     FROM generate_series(%(first)s::bigint, %(last)s::bigint) AS g
 ),
 drawn AS (

@@ -65,12 +65,12 @@ class RetentionSettings:
 
     @property
     def DISPATCHER_LEASE_SECONDS(self) -> float:
-        """A queued run's dispatcher renews this lease; once it lapses, another takes over."""
+        """How long a queued run's first task may take to arm it; then the watchdog re-arms it."""
         return float(self._get("DISPATCHER_LEASE_SECONDS", 60))
 
     @property
     def DISPATCH_POLL_SECONDS(self) -> float:
-        """How often a waiting dispatcher looks again (capacity, guard, batches)."""
+        """Unused: queued runs have no waiting dispatcher. Kept so settings naming it stay valid."""
         return float(self._get("DISPATCH_POLL_SECONDS", 0.5))
 
     @property

@@ -1,9 +1,10 @@
 """The foreground guard: deletion waits while the host's own work is behind.
 
 Retention shares its worker pool, database and broker with the host's
-foreground jobs (shipments, notifications...). Before each batch the
-dispatcher asks :func:`foreground_guard_read`; while the reading is over its
-budget it publishes nothing and the run counts the work as ``deferred``.
+foreground jobs (shipments, notifications...). Before claiming the next
+pages, a queued run's advance asks :func:`foreground_guard_read`; while the
+reading is over its budget it publishes nothing, the run counts the work as
+``deferred``, and the watchdog asks again a minute later.
 
 The signal is pluggable (``RETENTION_FOREGROUND_GUARD``, a dotted path
 resolved at each call). The default, :func:`oldest_queued_task_age`, is how

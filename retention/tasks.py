@@ -1,7 +1,7 @@
 """django-q2 entry points. Thin: read the clock, call the engine, report.
 
 Installed by ``retention_schedule`` (the sweep and the watchdog) or published
-by the engine (dispatchers, batches, continuations). Each is safe to run
+by the engine (a queued run's arm task, its batches). Each is safe to run
 twice. Their dotted paths are a contract with tasks already sitting in a
 broker: an upgrade keeps them.
 """
@@ -22,14 +22,13 @@ def run_scheduled(**_schedule: Any) -> str | None:
 
 
 def runs_resume() -> int:
-    """The watchdog: give queued runs without a live dispatcher a new one."""
+    """The watchdog: advance queued runs that no batch carries on any more."""
     return len(engine.runs_resume_stalled(now=timezone.now()))
 
 
 def run_dispatch(payload: dict[str, Any]) -> str:
-    return engine.run_dispatch(
-        run_id=payload["run_id"], budget_seconds=engine.task_budget_seconds()
-    )
+    """Arm a queued run: measure it and publish its first batches (one bounded unit)."""
+    return engine.run_dispatch(run_id=payload["run_id"])
 
 
 def batch_dispose(payload: dict[str, Any]) -> dict[str, int]:

@@ -22,11 +22,20 @@ from retention.admin.base import (
     CsvExportMixin,
     ReadOnlyAdmin,
     RunDataClassFilter,
+    RunIdFilter,
     acting_user,
     report_refusal,
 )
 from retention.conf import settings
-from retention.models import RUN_COUNT_FIELDS, DataClassMode, Policy, Run, RunMode, RunStatus
+from retention.models import (
+    RUN_COUNT_FIELDS,
+    DataClassMode,
+    Policy,
+    Run,
+    RunBatch,
+    RunMode,
+    RunStatus,
+)
 from retention.selectors.runs import dry_run_reviewable
 from retention.services import governance
 from retention.services.policies import APPROVE_PERMISSION
@@ -229,3 +238,33 @@ class RunAdmin(CsvExportMixin[Run], ReadOnlyAdmin[Run]):
 
 def _parse(value: object) -> object:
     return parse_datetime(value) if isinstance(value, str) else value
+
+
+@admin.register(RunBatch)
+class RunBatchAdmin(ReadOnlyAdmin[RunBatch]):
+    """A queued run's pages as published to the workers: which are in flight, which
+    finished, which were lost (expired), released by a pause or never published."""
+
+    list_display = (
+        "short_token",
+        "run_link",
+        "data_class",
+        "size",
+        "state",
+        "published_at",
+        "lease_expires_at",
+        "finished_at",
+        "deliveries",
+    )
+    list_filter = ("state", RunIdFilter, "data_class", ("published_at", DateFieldListFilter))
+    list_select_related = ("run",)
+    ordering = ("-published_at",)
+
+    @admin.display(description="batch", ordering="published_at")
+    def short_token(self, obj: RunBatch) -> str:
+        return str(obj.token)[:8]
+
+    @admin.display(description="run", ordering="run__started_at")
+    def run_link(self, obj: RunBatch) -> str:
+        url = reverse("admin:retention_run_change", args=[obj.run_id])
+        return format_html('<a href="{}">{}</a>', url, str(obj.run_id)[:8])

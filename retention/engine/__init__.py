@@ -4,14 +4,16 @@ Modules, one concept each, imported one way (rules ← leases ← ledger ←
 claims ← events ← page ← stepping ← executors):
 
 - ``rules``: each class's rules and cutoff, fixed when a run starts;
-- ``leases``: the single-flight run lease and a queued run's dispatcher lease;
+- ``leases``: the single-flight run lease;
 - ``ledger``: starting, closing and counting runs;
 - ``claims``: bounded pages moved to ``deleting`` under a lease;
 - ``events``, ``page``, ``finalize``, ``overlap``: disposing of a page —
   re-check, delete, finalize, events;
 - ``measure``: what a run owes, and the dry-run report;
 - ``stepping``: when a run stops, lease arithmetic, heartbeats, retry waits;
-- ``inline`` and ``queued`` (+ ``batch``): the two executors;
+- ``inline`` and ``queued`` (+ ``batch``): the two executors; a queued run
+  moves in bounded tasks (an arm task, then batches that claim their
+  successors), so no task holds a worker for the whole run;
 - ``publish``: task names and how queued runs are published;
 - ``schedule``: the nightly sweep and its watchdog.
 
@@ -32,9 +34,8 @@ from retention.engine.publish import (
     DISPATCH_TASK,
     run_enqueue,
     run_trigger,
-    task_budget_seconds,
 )
-from retention.engine.queued import run_dispatch
+from retention.engine.queued import run_advance, run_dispatch
 from retention.engine.rules import class_cutoff
 from retention.engine.schedule import (
     SWEEP_SCHEDULE,
@@ -62,6 +63,7 @@ __all__ = [
     "records_claim",
     "records_claim_next",
     "run_abort",
+    "run_advance",
     "run_counts",
     "run_dispatch",
     "run_enqueue",
@@ -74,5 +76,4 @@ __all__ = [
     "schedule_slot_for",
     "schedules_install",
     "schedules_remove",
-    "task_budget_seconds",
 ]

@@ -1,9 +1,10 @@
-"""The batch task: a worker re-checks, paces, deletes and finalizes one published page.
+"""The batch task: a worker re-checks, paces, deletes and finalizes one claimed page,
+then advances the run (``retention.engine.queued.run_advance``).
 
-Safe to run twice: a batch already done (or released) does nothing, and its
-rows are finalized only while still leased to its token. Rows are read back
-by id with the row versions the dispatcher saw; the payload never carries
-an object key.
+Safe to run twice: a batch already done (or released) does nothing, its
+rows are finalized only while still leased to its token, and only the
+delivery that closes it advances the run. Rows are read back by id with the
+row versions the claim saw; the payload never carries an object key.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from retention.disposal import Disposer
 from retention.engine.claims import CLAIM_FIELDS, Claim, ClaimedItem, claimed_item
 from retention.engine.events import ClaimOutcome
 from retention.engine.page import Clock, claim_dispose
-from retention.engine.queued import batch_release
+from retention.engine.publish import Publish
+from retention.engine.queued import Guard, batch_release, run_advance
 from retention.engine.rules import ClassRules, run_rules
 from retention.models import BatchState, RetentionRecord, RunBatch
 from retention.pacing import gate_for
@@ -35,8 +37,14 @@ def batch_dispose(
     payload: dict[str, Any],
     clock: Clock = timezone.now,
     disposer: Disposer | None = None,
+    publish: Publish | None = None,
+    guard: Guard | None = None,
 ) -> ClaimOutcome:
-    """The batch task: re-check, pace, delete, finalize. Safe to run twice."""
+    """The batch task: re-check, pace, delete, finalize, then advance the run.
+
+    Safe to run twice: only the delivery that closes the batch advances the
+    run (publishes its successors, or closes the run).
+    """
     token = uuid.UUID(payload["token"])
     outcome = ClaimOutcome()
     batch = RunBatch.objects.filter(token=token).select_related("run").first()
@@ -59,6 +67,7 @@ def batch_dispose(
             released,
             extra={"run_id": str(run.pk)},
         )
+        run_advance(run_id=run.pk, clock=clock, publish=publish, guard=guard)
         return outcome
     expected = {int(record_id): int(version) for record_id, version in payload["items"]}
     items = _claimed_items(token, expected)
@@ -85,7 +94,13 @@ def batch_dispose(
         gate=gate_for(data_class=payload["data_class"], rate_limit=rules.rate_limit),
         max_attempts=rules.max_attempts,
     )
-    RunBatch.objects.filter(token=token).update(state=BatchState.DONE, finished_at=clock())
+    closed = (
+        RunBatch.objects.filter(token=token)
+        .exclude(state=BatchState.DONE)
+        .update(state=BatchState.DONE, finished_at=clock())
+    )
+    if closed:
+        run_advance(run_id=run.pk, clock=clock, publish=publish, guard=guard)
     return outcome
 
 

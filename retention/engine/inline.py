@@ -103,7 +103,7 @@ def _execute(
     if stop.status == RunStatus.ABANDONED:
         logger.warning("run %s stopped: %s", run.pk, stop.reason, extra={"run_id": str(run.pk)})
     # A run another trigger closed (abandoned) keeps its status and counts.
-    return run_finish(run, stop.status or RunStatus.ABANDONED, stop.reason, clock())
+    return run_finish(run, stop.status, stop.reason, clock())
 
 
 def _sweep(

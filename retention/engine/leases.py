@@ -1,4 +1,4 @@
-"""Single flight: the run lease per data class, and a queued run's dispatcher lease.
+"""Single flight: the run lease per data class.
 
 An enforcing run takes the lease of every class it covers, or none. The
 lease is renewed while the run works and expires when its process dies; the
@@ -9,16 +9,13 @@ beside its successor.
 
 from __future__ import annotations
 
-import uuid
 from datetime import datetime, timedelta
 
 from django.db import transaction
-from django.db.models import Q
 
 from retention.conf import settings
 from retention.models import Run, RunLease, RunMode, RunStatus
 
-DISPATCHER_TAKEN_OVER = "dispatcher lease taken over"
 RUN_LEASE_LOST = "run lease lost"
 
 
@@ -67,31 +64,3 @@ def run_leases_renew(run: Run, now: datetime, *, extra_seconds: float = 0.0) -> 
 
 def run_leases_release(run: Run) -> None:
     RunLease.objects.filter(owner=run.lease_owner).update(run=None, owner=None, expires_at=None)
-
-
-def dispatcher_acquire(run: Run, owner: uuid.UUID, now: datetime) -> bool:
-    expires = now + timedelta(seconds=settings.DISPATCHER_LEASE_SECONDS)
-    taken = (
-        Run.objects.filter(pk=run.pk, status=RunStatus.RUNNING)
-        .filter(
-            Q(dispatcher_owner__isnull=True)
-            | Q(dispatcher_expires_at__lt=now)
-            | Q(dispatcher_owner=owner)
-        )
-        .update(dispatcher_owner=owner, dispatcher_expires_at=expires)
-    )
-    return taken == 1
-
-
-def dispatcher_renew(run: Run, owner: uuid.UUID, now: datetime) -> str | None:
-    expires = now + timedelta(seconds=settings.DISPATCHER_LEASE_SECONDS)
-    kept = Run.objects.filter(pk=run.pk, dispatcher_owner=owner).update(
-        dispatcher_expires_at=expires
-    )
-    return None if kept else DISPATCHER_TAKEN_OVER
-
-
-def dispatcher_release(run: Run, owner: uuid.UUID) -> None:
-    Run.objects.filter(pk=run.pk, dispatcher_owner=owner).update(
-        dispatcher_owner=None, dispatcher_expires_at=None
-    )

@@ -11,6 +11,7 @@ broker: they do not change between versions.
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
@@ -24,6 +25,8 @@ from retention.exceptions import RunRefused
 from retention.models import Run, RunExecutor, RunTrigger
 
 logger = logging.getLogger("retention.dispatch")
+# The control plane's requests are logged where the REST API logs its own.
+api_logger = logging.getLogger("retention.api")
 
 DISPATCH_TASK = "retention.tasks.run_dispatch"
 BATCH_TASK = "retention.tasks.batch_dispose"
@@ -37,28 +40,28 @@ def publish_task(func: str, payload: dict[str, Any], name: str) -> None:
     async_task(func, payload, task_name=name, group="retention")
 
 
+_publishers: dict[int, Publish] = {}
+
+
 def batch_publisher() -> Publish:
-    """A publisher holding one broker for a dispatcher's many batches.
+    """A publisher holding one broker per process for the many batches it publishes.
 
     Building a broker per task would, on the ORM broker, also close and
-    reopen the database connection every time.
+    reopen the database connection every time, and on Redis open a new
+    connection pool. Keyed by process id: a forked worker builds its own.
     """
-    from django_q.brokers import get_broker
+    pid = os.getpid()
+    if pid not in _publishers:
+        from django_q.brokers import get_broker
 
-    broker = get_broker()
+        broker = get_broker()
 
-    def publish(func: str, payload: dict[str, Any], name: str) -> None:
-        async_task(func, payload, task_name=name, group="retention", broker=broker)
+        def publish(func: str, payload: dict[str, Any], name: str) -> None:
+            async_task(func, payload, task_name=name, group="retention", broker=broker)
 
-    return publish
-
-
-def task_budget_seconds() -> float | None:
-    """How long a dispatcher task may work: well before the worker's timeout
-    would kill it mid-claim (a continuation task carries on)."""
-    from django_q.conf import Conf
-
-    return Conf.TIMEOUT * 0.8 if Conf.TIMEOUT else None
+        _publishers.clear()
+        _publishers[pid] = publish
+    return _publishers[pid]
 
 
 def dispatcher_name(run: Run) -> str:
@@ -159,7 +162,7 @@ def run_trigger(
         deadline_at=now + timedelta(seconds=max_seconds) if max_seconds else None,
         now=now,
     )
-    logger.info("run %s started through the API: key_id=%s mode=%s", run.pk, key_id, mode)
+    api_logger.info("run %s started through the API: key_id=%s mode=%s", run.pk, key_id, mode)
 
     def publish_after_commit() -> None:
         try:

@@ -1,15 +1,24 @@
-"""The queued executor: a dispatcher claims pages, django-q2 workers dispose of them.
+"""The queued executor: batches that claim their successors; no task waits for the run.
 
-The dispatcher claims bounded pages exactly as the inline executor does
-(same ``Stepper``: stop rules, leases, retry waits) and publishes each page as
-one batch task carrying record ids and the row versions it expects. Workers
-re-check, wait for the shared rate gate, delete and finalize
-(``retention.engine.batch``).
+A queued run moves in bounded steps, each one short task on a django-q2
+worker:
 
-Nothing here trusts the broker to deliver exactly once. A batch is safe to
-run twice, a lost batch's rows fall back to the claim queue when their lease
-expires, and a dispatcher that dies leaves a lease that lapses: the same task
-re-presented by the broker, or the watchdog schedule, takes the run over.
+- the *arm* task (``run_dispatch``, published when the run is accepted)
+  measures the run once and publishes its first batches;
+- each *batch* task (``retention.engine.batch``) disposes of one claimed
+  page, then *advances* the run: under a short lock on the run's row it asks
+  the same ``Stepper`` as the inline executor whether to stop, reads the
+  foreground guard, and claims and publishes the next pages while fewer than
+  ``RETENTION_MAX_BATCHES_IN_FLIGHT`` batches are unfinished;
+- the run is closed by the advance that finds nothing left to claim and no
+  batch in flight (or, once it must stop, by the last batch to finish).
+
+A run whose chain of batches broke (a worker killed, a broker that lost a
+task, a guard over budget, retries not yet due) is advanced again by the
+watchdog schedule (``retention.engine.schedule.runs_resume_stalled``) once no
+batch of it is in flight. Nothing trusts the broker to deliver once: a batch
+is finalized only while its rows are still leased to it, and only the
+delivery that closes a batch advances the run.
 """
 
 from __future__ import annotations
@@ -18,29 +27,24 @@ import logging
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from django.db import transaction
 from django.utils import timezone
+from django.utils.dateparse import parse_datetime
 
 from retention.conf import settings
 from retention.engine.claims import Claim, Cursors, claim_release, records_claim_next
 from retention.engine.events import held_skips_record
 from retention.engine.inline import run_execute
-from retention.engine.leases import dispatcher_acquire, dispatcher_release
 from retention.engine.ledger import run_finish
 from retention.engine.measure import retry_next_due, run_measure
-from retention.engine.publish import (
-    BATCH_TASK,
-    Publish,
-    batch_publisher,
-    dispatcher_publish,
-)
-from retention.engine.rules import ClassRules, run_rules
-from retention.engine.stepping import Clock, Monotonic, Stepper, Stop
-from retention.models import RUN_COUNT_FIELDS, BatchState, Run, RunBatch, RunMode, RunStatus
+from retention.engine.publish import BATCH_TASK, Publish, batch_publisher
+from retention.engine.rules import run_rules
+from retention.engine.stepping import Clock, Monotonic, Stepper
+from retention.models import BatchState, Run, RunBatch, RunMode, RunStatus
 
 if TYPE_CHECKING:
     from retention.guard import GuardReading
@@ -48,33 +52,10 @@ if TYPE_CHECKING:
 logger = logging.getLogger("retention.dispatch")
 
 Guard = Callable[..., "GuardReading"]
-ProgressFn = Callable[[Run], None]
 
-# Publishing failures in a row before a dispatcher gives the run up.
+# Publishing failures in a row (over any number of advances) before the run
+# is given up: the task queue is not taking work.
 MAX_PUBLISH_FAILURES = 3
-_PROGRESS_FIELDS = (*RUN_COUNT_FIELDS, "retried")
-
-
-@dataclass
-class _Dispatch:
-    stepper: Stepper
-    sleep: Callable[[float], None]
-    publish: Publish
-    guard: Guard
-    progress: ProgressFn | None
-    rules: dict[str, ClassRules]
-    deferring_since: datetime | None = None
-    deferral_detail: str = ""
-    publish_failures: int = 0
-    next_class: int = 0
-    last_deferral_write: float | None = None
-    last_progress: float | None = None
-    # Where each class's next claim resumes; a continuation task starts over.
-    cursors: Cursors = field(default_factory=dict)
-
-    @property
-    def run(self) -> Run:
-        return self.stepper.run
 
 
 def run_dispatch(
@@ -84,15 +65,11 @@ def run_dispatch(
     sleep: Callable[[float], None] = time.sleep,
     publish: Publish | None = None,
     guard: Guard | None = None,
-    budget_seconds: float | None = None,
-    progress: ProgressFn | None = None,
     monotonic: Monotonic = time.monotonic,
 ) -> str:
-    """The dispatcher task: publish a queued run's batches until it ends.
+    """The arm task: measure a queued run once, publish its first batches, return.
 
-    Returns the run's status, ``joined`` when another dispatcher holds the
-    run, or ``continued`` when its own time budget (below the worker's task
-    timeout) ran out and a continuation was published.
+    Returns the run's status after arming (``running`` while batches work).
     """
     run = _run_when_committed(run_id, sleep)
     if run is None:
@@ -102,42 +79,8 @@ def run_dispatch(
     if run.mode == RunMode.DRY_RUN:
         # Nothing to publish: a dry run is a few aggregate queries.
         return run_execute(run=run, clock=clock, monotonic=monotonic).status
-    owner = uuid.uuid4()
-    if not dispatcher_acquire(run, owner, clock()):
-        logger.info("run %s: another dispatcher is active; joining it", run.pk)
-        return "joined"
-    if guard is None:
-        from retention.guard import foreground_guard_read
-
-        guard = foreground_guard_read
-    state = _Dispatch(
-        stepper=Stepper(
-            run=run,
-            clock=clock,
-            monotonic=monotonic,
-            dispatcher=owner,
-            pages_in_flight=settings.MAX_BATCHES_IN_FLIGHT,
-        ),
-        sleep=sleep,
-        publish=publish or batch_publisher(),
-        guard=guard,
-        progress=progress,
-        rules=run_rules(run),
-    )
-    try:
-        return _dispatch_loop(state, budget_seconds)
-    except BaseException as exc:
-        logger.error(
-            "run %s: dispatcher failed: %s",
-            run.pk,
-            type(exc).__name__,
-            extra={"run_id": str(run.pk)},
-        )
-        # Claimed batches keep their leases; the watchdog or a re-presented
-        # task takes the run over once the dispatcher lease lapses.
-        raise
-    finally:
-        dispatcher_release(run, owner)
+    _measure_once(run, clock())
+    return run_advance(run_id=run.pk, clock=clock, publish=publish, guard=guard)
 
 
 def _run_when_committed(run_id: uuid.UUID | str, sleep: Callable[[float], None]) -> Run | None:
@@ -150,209 +93,227 @@ def _run_when_committed(run_id: uuid.UUID | str, sleep: Callable[[float], None])
     return None
 
 
-def _dispatch_loop(state: _Dispatch, budget_seconds: float | None) -> str:
-    run, stepper = state.run, state.stepper
-    poll = settings.DISPATCH_POLL_SECONDS
-    report = run.report if isinstance(run.report, dict) else {}
-    if not report.get("measured"):
-        # Once per run, by its first dispatcher.
+def _measure_once(run: Run, now: datetime) -> None:
+    """Count what the run owes and record its held skips, once per run."""
+    with transaction.atomic():
+        locked = Run.objects.select_for_update().get(pk=run.pk)
+        report = locked.report if isinstance(locked.report, dict) else {}
+        if report.get("measured"):
+            return
         run_measure(run)
-        held_skips_record(run, stepper.clock())
+        held_skips_record(run, now)
         Run.objects.filter(pk=run.pk).update(report={**report, "measured": True})
-    ending: Stop | None = None
-    while True:
-        now = stepper.clock()
+
+
+@dataclass
+class _Page:
+    claim: Claim
+    data_class: str
+
+
+def run_advance(
+    *,
+    run_id: uuid.UUID | str,
+    clock: Clock = timezone.now,
+    publish: Publish | None = None,
+    guard: Guard | None = None,
+) -> str:
+    """One step of a queued run: publish its next batches, or close it. Bounded.
+
+    Decided under the run row's lock, so two batches finishing together
+    neither both publish past the limit nor both close the run; the
+    batches are published after that lock is released.
+    """
+    now = clock()
+    pages: list[_Page] = []
+    with transaction.atomic():
+        run = Run.objects.select_for_update().filter(pk=run_id).first()
+        if run is None or run.status != RunStatus.RUNNING:
+            return run.status if run is not None else "missing"
+        stepper = Stepper(run=run, clock=clock, pages_in_flight=settings.MAX_BATCHES_IN_FLIGHT)
         stepper.heartbeat(now)
-        if stepper.lost is not None:
-            # No page is in hand here: published batches finish on their own.
-            return _close(state, stepper.stop(now) or Stop(None, stepper.lost))
-        if budget_seconds is not None and stepper.elapsed() >= budget_seconds:
-            return _continue(state)
-        run.refresh_from_db(fields=[*_PROGRESS_FIELDS, "status"])
-        if run.status != RunStatus.RUNNING:
-            return run.status
-        _report_progress(state)
-        if ending is None:
-            ending = stepper.stop(now)
-        if ending is not None:
-            if _in_flight(run, now):
-                state.sleep(poll)
-                continue
-            _end_deferral(state, now)
-            return _close(state, ending)
-
-        reading = state.guard(now=now)
+        in_flight = _in_flight(run, now)
+        stop = stepper.stop(now)
+        if stop is not None:
+            if in_flight:
+                return run.status  # the last batch to finish closes the run
+            _deferral_end(run, now, ending=True)
+            return run_finish(run, stop.status, stop.reason, now).status
+        reading = (guard or _foreground_guard())(now=now)
         if reading.over_budget:
-            _defer(state, reading, now)
-            state.sleep(poll)
+            _deferral_start(run, reading, now)
+            return run.status
+        _deferral_end(run, now, ending=False)
+        free = settings.MAX_BATCHES_IN_FLIGHT - _global_in_flight(now)
+        pages = _claim_pages(run, stepper, free, now)
+        if not pages and not in_flight:
+            wait = stepper.retry_wait(retry_next_due(run), now)
+            if wait is None:
+                return run_finish(run, RunStatus.FINISHED, "", now).status
+            # Retries fall due soon: the watchdog advances the run again then.
+    if not pages:
+        return run.status
+    if not _publish(run, pages, publish or batch_publisher(), now):
+        # Nothing went out and nothing carries the run on: try again at once,
+        # until MAX_PUBLISH_FAILURES in a row give the run up.
+        return run_advance(run_id=run_id, clock=clock, publish=publish, guard=guard)
+    # A broker that runs tasks at once (sync) may have carried the run to its end.
+    run.refresh_from_db(fields=["status"])
+    return run.status
+
+
+def _foreground_guard() -> Guard:
+    from retention.guard import foreground_guard_read
+
+    return foreground_guard_read
+
+
+def _claim_pages(run: Run, stepper: Stepper, free: int, now: datetime) -> list[_Page]:
+    """Claim up to ``free`` pages, one class after the other, from the run's cursors."""
+    rules = run_rules(run)
+    report = dict(run.report) if isinstance(run.report, dict) else {}
+    cursors: Cursors = {}
+    for name, value in report.get("cursors", {}).items():
+        at = parse_datetime(value[0]) if value else None
+        cursors[name] = (at, int(value[1])) if value and at is not None else None
+    names = list(run.data_classes)
+    next_class = int(report.get("next_class", 0))
+    pages: list[_Page] = []
+    empty: set[str] = set()
+    while len(pages) < free and len(empty) < len(names):
+        name = names[next_class % len(names)]
+        next_class += 1
+        if name in empty:
             continue
-        _end_deferral(state, now)
-
-        if _global_in_flight(now) >= settings.MAX_BATCHES_IN_FLIGHT:
-            state.sleep(poll)
+        size = stepper.page_size(rules[name])
+        if size <= 0:
+            break
+        claim = records_claim_next(
+            cursors=cursors,
+            run=run,
+            data_class=name,
+            limit=size,
+            now=now,
+            lease_seconds=stepper.page_lease_seconds(size, rules[name]),
+        )
+        if not claim.items:
+            empty.add(name)
             continue
-        if _claim_and_publish(state, now):
-            if state.publish_failures >= MAX_PUBLISH_FAILURES:
-                ending = Stop(
-                    RunStatus.ERROR, "task queue unavailable: batches could not be published"
-                )
-            continue
-        if _in_flight(run, now):
-            state.sleep(poll)
-            continue
-        wait = stepper.retry_wait(retry_next_due(run), now)
-        if wait is None:
-            return run_finish(run, RunStatus.FINISHED, "", stepper.clock()).status
-        state.sleep(min(wait, poll * 4))
+        run.claimed += len(claim)
+        RunBatch.objects.create(
+            token=claim.token,
+            run=run,
+            data_class=name,
+            size=len(claim),
+            published_at=now,
+            lease_expires_at=now + timedelta(seconds=claim.lease_seconds),
+        )
+        pages.append(_Page(claim, name))
+    report["cursors"] = {
+        name: [cursor[0].isoformat(), cursor[1]] if cursor else None
+        for name, cursor in cursors.items()
+    }
+    report["next_class"] = next_class % max(len(names), 1)
+    Run.objects.filter(pk=run.pk).update(report=report)
+    run.report = report
+    return pages
 
 
-def _close(state: _Dispatch, ending: Stop) -> str:
-    if ending.status is None:
-        logger.info("run %s: %s; joining the other dispatcher", state.run.pk, ending.reason)
-        return "joined"
-    # A run another trigger closed (abandoned) keeps its status and counts.
-    return run_finish(state.run, ending.status, ending.reason, state.stepper.clock()).status
+def _publish(run: Run, pages: list[_Page], publish: Publish, now: datetime) -> bool:
+    """Publish the claimed pages; False when none went out (their rows are released)."""
+    failures = 0
+    for page in pages:
+        claim = page.claim
+        payload = {
+            "run_id": str(run.pk),
+            "token": str(claim.token),
+            "data_class": page.data_class,
+            "cutoff": claim.cutoff.isoformat(),
+            "lease_seconds": claim.lease_seconds,
+            "items": [[item.record_id, item.row_version] for item in claim.items],
+        }
+        try:
+            publish(BATCH_TASK, payload, f"retention-batch-{claim.token}")
+        except Exception as exc:
+            failures += 1
+            logger.error(
+                "run %s: batch %s could not be published (%s); its rows are released",
+                run.pk,
+                claim.token,
+                type(exc).__name__,
+                extra={"run_id": str(run.pk)},
+            )
+            batch_release(claim.token, BatchState.UNPUBLISHED, now)
+    none_out = failures == len(pages)
+    _publish_failures_count(run, failures if none_out else 0, now)
+    return not none_out
 
 
-def _report_progress(state: _Dispatch) -> None:
-    clock = state.stepper.monotonic
-    if state.progress and (state.last_progress is None or clock() - state.last_progress >= 1.0):
-        state.last_progress = clock()
-        state.progress(state.run)
+def _publish_failures_count(run: Run, failed: int, now: datetime) -> None:
+    """Give the run up after MAX_PUBLISH_FAILURES publications failed in a row."""
+    with transaction.atomic():
+        locked = Run.objects.select_for_update().get(pk=run.pk)
+        report = dict(locked.report) if isinstance(locked.report, dict) else {}
+        before = int(report.get("publish_failures", 0))
+        streak = before + failed if failed else 0
+        if streak != before:
+            report["publish_failures"] = streak
+            Run.objects.filter(pk=run.pk).update(report=report)
+    if streak >= MAX_PUBLISH_FAILURES and not _in_flight(run, now):
+        run_finish(
+            run, RunStatus.ERROR, "task queue unavailable: batches could not be published", now
+        )
 
 
-def _continue(state: _Dispatch) -> str:
-    """Hand the run to a fresh dispatcher task before the worker's timeout."""
-    run = state.run
-    # Released first: the continuation must find the dispatcher lease free.
-    assert state.stepper.dispatcher is not None
-    dispatcher_release(run, state.stepper.dispatcher)
-    try:
-        dispatcher_publish(run, publish=state.publish)
-    except Exception as exc:
-        # The watchdog re-publishes once the (released) lease is noticed.
-        logger.error("run %s: continuation could not be queued: %s", run.pk, type(exc).__name__)
-    return "continued"
-
-
-def _in_flight(run: Run, now: datetime) -> bool:
-    """Whether this run still has published batches that may be working."""
+def _in_flight(run: Run, now: datetime) -> int:
+    """This run's published batches that may still be working (lapsed ones expire)."""
     RunBatch.objects.filter(run=run, state=BatchState.QUEUED, lease_expires_at__lt=now).update(
         state=BatchState.EXPIRED
     )
-    return RunBatch.objects.filter(run=run, state=BatchState.QUEUED).exists()
+    return RunBatch.objects.filter(run=run, state=BatchState.QUEUED).count()
 
 
 def _global_in_flight(now: datetime) -> int:
     return RunBatch.objects.filter(state=BatchState.QUEUED, lease_expires_at__gte=now).count()
 
 
-def _defer(state: _Dispatch, reading: GuardReading, now: datetime) -> None:
-    run = state.run
-    if state.deferring_since is None:
-        state.deferring_since = now
-        state.deferral_detail = reading.detail
+def _deferral_start(run: Run, reading: GuardReading, now: datetime) -> None:
+    report = dict(run.report) if isinstance(run.report, dict) else {}
+    waiting = max(run.eligible - run.claimed, 0)
+    if "deferring" not in report:
+        report["deferring"] = {"from": now.isoformat(), "signal": reading.detail}
         logger.info(
             "run %s: foreground guard over budget (%s); dispatch deferred",
             run.pk,
             reading.detail,
             extra={"run_id": str(run.pk)},
         )
-    clock = state.stepper.monotonic
-    if state.last_deferral_write is None or clock() - state.last_deferral_write >= 5.0:
-        state.last_deferral_write = clock()
-        waiting = max(run.eligible - run.claimed, 0)
-        Run.objects.filter(pk=run.pk).update(deferred=waiting)
-        run.deferred = waiting
+    Run.objects.filter(pk=run.pk).update(report=report, deferred=waiting)
+    run.report, run.deferred = report, waiting
 
 
-def _end_deferral(state: _Dispatch, now: datetime) -> None:
-    if state.deferring_since is None:
+def _deferral_end(run: Run, now: datetime, *, ending: bool) -> None:
+    report = dict(run.report) if isinstance(run.report, dict) else {}
+    deferring: dict[str, Any] | None = report.pop("deferring", None)
+    if deferring is None:
         return
-    run = state.run
-    run.refresh_from_db(fields=["report", "deferred"])
-    report = dict(run.report)
     report.setdefault("deferrals", []).append(
         {
-            "from": state.deferring_since.isoformat(),
+            "from": deferring["from"],
             "until": now.isoformat(),
             "records_waiting": run.deferred,
-            "signal": state.deferral_detail,
+            "signal": deferring["signal"],
         }
     )
-    ended = state.stepper.stop(now) is not None
     # Dispatch resumed: nothing is held back any more. A run that ends while
     # deferring keeps the figure: that many records wait for the next run.
     fields: dict[str, Any] = {"report": report}
-    if not ended:
+    if not ending:
         fields["deferred"] = 0
+        run.deferred = 0
     Run.objects.filter(pk=run.pk).update(**fields)
     run.report = report
-    state.deferring_since = None
     logger.info("run %s: foreground guard within budget; dispatch resumed", run.pk)
-
-
-def _claim_and_publish(state: _Dispatch, now: datetime) -> bool:
-    run, stepper = state.run, state.stepper
-    names = list(run.data_classes)
-    for offset in range(len(names)):
-        name = names[(state.next_class + offset) % len(names)]
-        rules = state.rules[name]
-        size = stepper.page_size(rules)
-        if size <= 0:
-            return False
-        # The lease covers the queue wait, the delete, and the rate gate's
-        # pacing, which may make a batch wait behind every batch in flight.
-        claim = records_claim_next(
-            cursors=state.cursors,
-            run=run,
-            data_class=name,
-            limit=size,
-            now=now,
-            lease_seconds=stepper.page_lease_seconds(size, rules),
-        )
-        if not claim.items:
-            continue
-        state.next_class = (state.next_class + offset + 1) % len(names)
-        run.claimed += len(claim)
-        _publish_batch(state, claim, now)
-        return True
-    return False
-
-
-def _publish_batch(state: _Dispatch, claim: Claim, now: datetime) -> None:
-    run = state.run
-    data_class = claim.items[0].data_class
-    RunBatch.objects.create(
-        token=claim.token,
-        run=run,
-        data_class=data_class,
-        size=len(claim),
-        published_at=now,
-        lease_expires_at=now + timedelta(seconds=claim.lease_seconds),
-    )
-    payload = {
-        "run_id": str(run.pk),
-        "token": str(claim.token),
-        "data_class": data_class,
-        "cutoff": claim.cutoff.isoformat(),
-        "lease_seconds": claim.lease_seconds,
-        "items": [[item.record_id, item.row_version] for item in claim.items],
-    }
-    try:
-        state.publish(BATCH_TASK, payload, f"retention-batch-{claim.token}")
-    except Exception as exc:
-        state.publish_failures += 1
-        logger.error(
-            "run %s: batch %s could not be published (%s); its rows are released",
-            run.pk,
-            claim.token,
-            type(exc).__name__,
-            extra={"run_id": str(run.pk)},
-        )
-        batch_release(claim.token, BatchState.UNPUBLISHED, now)
-        return
-    state.publish_failures = 0
 
 
 def batch_release(token: uuid.UUID, batch_state: str, now: datetime) -> int:

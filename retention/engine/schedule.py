@@ -3,8 +3,8 @@
 Every firing that falls in the same slot (a second cluster, missed slots
 replayed after downtime) finds the slot's run and joins it; the run stops
 claiming when the next slot begins, so scheduled runs never overlap. The
-watchdog re-publishes the dispatcher of a queued run whose dispatcher lease
-lapsed (a broker that does not re-present unacknowledged tasks, e.g. Redis).
+watchdog advances a queued run that no batch carries on any more (a broker
+that does not re-present unacknowledged tasks, e.g. Redis, lost one).
 """
 
 from __future__ import annotations
@@ -15,13 +15,14 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.db import IntegrityError, transaction
-from django.db.models import Q
+from django.db.models import Exists, OuterRef
 from django_q.models import Schedule
 
 from retention.conf import settings
 from retention.engine.publish import Publish, dispatcher_publish, run_enqueue
+from retention.engine.queued import run_advance
 from retention.exceptions import RunRefused
-from retention.models import Run, RunExecutor, RunMode, RunStatus, RunTrigger
+from retention.models import BatchState, Run, RunBatch, RunExecutor, RunMode, RunStatus, RunTrigger
 
 logger = logging.getLogger("retention.dispatch")
 
@@ -78,27 +79,45 @@ def run_schedule_fire(*, now: datetime, publish: Publish | None = None) -> Run |
 
 
 def runs_resume_stalled(*, now: datetime, publish: Publish | None = None) -> list[Run]:
-    """The watchdog: re-publish the dispatcher of queued runs nobody dispatches.
+    """The watchdog: advance the queued runs that no batch is carrying on.
 
-    A dispatcher lost with its worker (a broker that does not re-present
-    unacknowledged tasks, e.g. Redis) leaves a lapsed dispatcher lease.
+    A run's chain of batches breaks when a worker dies with its batch (a
+    broker that does not re-present unacknowledged tasks, e.g. Redis), while
+    the foreground guard is over budget, or while retries are not yet due.
+    Once no batch of it is in flight (a lost one's lease lapsed), the
+    watchdog advances it: claims and publishes again, or closes it. A run
+    whose arm task has not run within RETENTION_DISPATCHER_LEASE_SECONDS gets
+    a new one.
     """
     grace = now - timedelta(seconds=settings.DISPATCHER_LEASE_SECONDS)
-    stalled = list(
-        Run.objects.filter(status=RunStatus.RUNNING, executor=RunExecutor.QUEUE)
-        .filter(
-            Q(dispatcher_expires_at__lt=now)
-            | Q(dispatcher_expires_at__isnull=True, started_at__lt=grace)
-        )
-        .order_by("started_at")
+    live = RunBatch.objects.filter(
+        run=OuterRef("pk"), state=BatchState.QUEUED, lease_expires_at__gte=now
     )
-    for run in stalled:
-        logger.warning(
-            "run %s has no live dispatcher: publishing a new one",
+    stalled: list[Run] = []
+    for run in (
+        Run.objects.filter(status=RunStatus.RUNNING, executor=RunExecutor.QUEUE)
+        .filter(~Exists(live))
+        .order_by("started_at")
+    ):
+        report = run.report if isinstance(run.report, dict) else {}
+        armed = bool(report.get("measured"))
+        if not armed and run.started_at >= grace:
+            continue  # its arm task may still be on its way
+        stalled.append(run)
+        if not armed:
+            logger.warning(
+                "run %s was never armed: publishing its arm task again",
+                run.pk,
+                extra={"run_id": str(run.pk)},
+            )
+            dispatcher_publish(run, publish=publish)
+            continue
+        logger.info(
+            "run %s has no batch in flight: advancing it",
             run.pk,
             extra={"run_id": str(run.pk)},
         )
-        dispatcher_publish(run, publish=publish)
+        run_advance(run_id=run.pk, clock=lambda: now, publish=publish)
     return stalled
 
 

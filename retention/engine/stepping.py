@@ -21,13 +21,12 @@ from __future__ import annotations
 
 import math
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
 from retention.conf import settings
-from retention.engine.leases import DISPATCHER_TAKEN_OVER, dispatcher_renew, run_leases_renew
+from retention.engine.leases import run_leases_renew
 from retention.engine.rules import ClassRules
 from retention.models import Run, RunStatus
 from retention.selectors.control import kill_switch_engaged
@@ -38,9 +37,9 @@ Monotonic = Callable[[], float]
 
 @dataclass(frozen=True, slots=True)
 class Stop:
-    """Why a run stops claiming. ``status`` None: another dispatcher carries the run on."""
+    """Why a run stops claiming, and the status it closes with."""
 
-    status: str | None
+    status: str
     reason: str
 
 
@@ -51,8 +50,6 @@ class Stepper:
     monotonic: Monotonic = time.monotonic
     # This process's own budget (the inline command's --max-seconds).
     max_seconds: float | None = None
-    # A queued run's dispatcher renews its own lease with the run's.
-    dispatcher: uuid.UUID | None = None
     # Pages of the run that may wait at the rate gate at once.
     pages_in_flight: int = 1
     started: float = field(init=False)
@@ -64,11 +61,8 @@ class Stepper:
 
     @property
     def heartbeat_every(self) -> float:
-        """Well inside every lease held, so a busy moment never lets one lapse."""
-        every = settings.RUN_LEASE_SECONDS / 10
-        if self.dispatcher is not None:
-            every = min(every, settings.DISPATCHER_LEASE_SECONDS / 3)
-        return every
+        """Well inside the lease, so a busy moment never lets it lapse."""
+        return settings.RUN_LEASE_SECONDS / 10
 
     def elapsed(self) -> float:
         return self.monotonic() - self.started
@@ -87,18 +81,13 @@ class Stepper:
         )
         if not due and not extra_seconds:
             return None
-        if self.dispatcher is not None:
-            self.lost = dispatcher_renew(self.run, self.dispatcher, now)
-        if self.lost is None:
-            self.lost = run_leases_renew(self.run, now, extra_seconds=extra_seconds)
+        self.lost = run_leases_renew(self.run, now, extra_seconds=extra_seconds)
         self.last_heartbeat = self.monotonic()
         return self.lost
 
     def stop(self, now: datetime) -> Stop | None:
         """Why the run must not claim another page now, or None."""
         run = self.run
-        if self.lost == DISPATCHER_TAKEN_OVER:
-            return Stop(None, self.lost)
         if self.lost is not None:
             # Closed as abandoned only if nobody closed it yet (``run_finish``).
             return Stop(RunStatus.ABANDONED, self.lost)

@@ -19,8 +19,8 @@ if apps.is_installed("retention.rest"):
         DeletionListApi,
         DeletionReceiptApi,
         DeletionReportApi,
-        RunStartApi,
     )
+    from retention.rest.control import RunDetailApi, RunStartApi
 
     urlpatterns = [
         path("deletions/", DeletionListApi.as_view(), name="deletion-list"),
@@ -32,4 +32,5 @@ if apps.is_installed("retention.rest"):
             name="deletion-receipt",
         ),
         path("runs/", RunStartApi.as_view(), name="run-start"),
+        path("runs/<str:run_id>/", RunDetailApi.as_view(), name="run-detail"),
     ]

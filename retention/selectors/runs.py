@@ -7,13 +7,14 @@ once, here (``runs_covering``).
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Iterable
 from datetime import datetime
 
-from django.db.models import QuerySet
+from django.db.models import Count, QuerySet
 
 from retention.conf import settings
-from retention.models import Run, RunMode, RunStatus
+from retention.models import BatchState, Run, RunBatch, RunMode, RunStatus
 
 
 def runs_covering(data_class: str) -> QuerySet[Run]:
@@ -67,3 +68,13 @@ def dry_run_reviewable(*, data_class: str, now: datetime) -> Run | None:
     return dry_run_latest(
         data_class=data_class, finished_since=now - settings.DRY_RUN_MAX_AGE, whole_class=True
     )
+
+
+def run_get(*, run_id: uuid.UUID | str) -> Run | None:
+    return Run.objects.filter(pk=run_id).first()
+
+
+def run_batches_by_state(run: Run) -> dict[str, int]:
+    """A queued run's batches counted by state (``queued``: in flight)."""
+    counts = dict(RunBatch.objects.filter(run=run).values_list("state").annotate(n=Count("token")))
+    return {state: int(counts.get(state, 0)) for state in BatchState.values}

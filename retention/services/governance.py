@@ -49,6 +49,7 @@ GROUP_PERMISSIONS: dict[str, frozenset[str]] = {
             "approve_policyversion",
             "retire_policyversion",
             "view_run",
+            "view_runbatch",
             "view_retentionrecord",
             "view_deletionevent",
             "view_legalhold",

@@ -44,6 +44,7 @@ def test_setup_groups__creates_both_groups_with_exactly_their_permissions():
         "retention.approve_policyversion",
         "retention.retire_policyversion",
         "retention.view_run",
+        "retention.view_runbatch",
         "retention.view_retentionrecord",
         "retention.view_deletionevent",
         "retention.view_legalhold",

@@ -127,3 +127,43 @@ def test_back_to_report_only__from_the_report(photos, bob_client, now):
     assert 'data-report-only="idv.photo"' in page.content.decode()
     assert any("report-only again" in m for m in messages_of(response))
     assert Policy.objects.get().mode == DataClassMode.REPORT_ONLY
+
+
+def test_run_batches__read_only_and_filterable_by_run_and_state(make_policy, bob_client, now):
+    from retention import engine
+    from retention.models import BatchState, RunBatch, RunMode, RunTrigger
+
+    make_policy(batch_size=2)
+    for _ in range(3):
+        put_tracked(now=now - timedelta(days=40))
+    published: list[str] = []
+
+    def publish(func: str, payload: dict, name: str) -> None:
+        published.append(func)
+
+    run = engine.run_enqueue(
+        mode=RunMode.ENFORCE, trigger=RunTrigger.COMMAND, now=now, publish=publish
+    )
+    engine.run_dispatch(run_id=run.pk, clock=lambda: now, publish=publish, guard=_quiet)
+    other = RunBatch.objects.order_by("published_at", "token").last()
+    RunBatch.objects.filter(pk=other.pk).update(state=BatchState.DONE)
+    changelist = reverse("admin:retention_runbatch_changelist")
+
+    queued = bob_client.get(f"{changelist}?run={run.pk}&state__exact=queued")
+    done = bob_client.get(f"{changelist}?run={run.pk}&state__exact=done")
+    elsewhere = bob_client.get(f"{changelist}?run=00000000-0000-0000-0000-000000000000")
+
+    assert queued.status_code == 200
+    assert queued.context["cl"].result_count == 1 and done.context["cl"].result_count == 1
+    assert elsewhere.context["cl"].result_count == 0
+    assert str(other.token)[:8] in done.content.decode()
+    change = reverse("admin:retention_runbatch_change", args=[other.pk])
+    page = bob_client.get(change)
+    assert page.status_code == 200 and b'name="_save"' not in page.content
+    assert bob_client.get(reverse("admin:retention_runbatch_add")).status_code == 403
+
+
+def _quiet(*, now):
+    from retention.guard import GuardReading
+
+    return GuardReading(over_budget=False, value=0.0, budget=30.0, detail="")

@@ -334,3 +334,47 @@ def test_runs__unreadable_hmac_keys_refuse_every_signed_request(client, settings
     assert response.status_code == 401
     assert response.json()["code"] == "signature_key_unknown"
     assert not Run.objects.exists()
+
+
+# --------------------------------------------------------------------------
+# GET /api/v1/runs/{id}/: the operators' scheduler follows a run (issue 16)
+
+
+def get_run(client, run_id, **sign):
+    path = f"{PATH}{run_id}/"
+    return client.get(path, headers=signed(b"", method="GET", path=path, **sign))
+
+
+def test_run_detail__signed_answers_status_counts_and_batches(client, make_policy, now):
+    make_policy("idv.photo", timedelta(days=30))
+    put_tracked(now=now - timedelta(days=31))
+    put_tracked(now=now - timedelta(days=1))
+    run = engine.run_start(mode=RunMode.ENFORCE, now=now)
+
+    running = get_run(client, run.pk)
+    engine.run_execute(run=run, clock=lambda: now)
+    with freeze_time(timezone.now() + timedelta(seconds=2)):
+        finished = get_run(client, run.pk)
+
+    assert running.status_code == 200, running.json()
+    assert running.json()["status"] == RunStatus.RUNNING
+    body = finished.json()
+    assert (body["run_id"], body["status"], body["mode"]) == (
+        str(run.pk),
+        RunStatus.FINISHED,
+        RunMode.ENFORCE,
+    )
+    assert body["counts"]["deleted"] == 1 and body["counts"]["eligible"] == 1
+    assert body["finished_at"] is not None
+    assert body["batches"] == {state: 0 for state in body["batches"]}
+
+
+def test_run_detail__unsigned_or_badly_signed_is_refused_and_unknown_is_404(client, make_policy):
+    make_policy("idv.photo", timedelta(days=30))
+    run = engine.run_start(mode=RunMode.DRY_RUN, now=timezone.now())
+    path = f"{PATH}{run.pk}/"
+
+    assert client.get(path).status_code == 401
+    assert get_run(client, run.pk, secret="not-the-secret").status_code == 401
+    unknown = get_run(client, "00000000-0000-0000-0000-000000000000")
+    assert unknown.status_code == 404

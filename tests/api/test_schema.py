@@ -35,6 +35,7 @@ OPERATIONS = {
     ("GET", "/api/v1/deletions/chain/"),
     ("GET", "/api/v1/deletions/{receipt_id}/receipt/"),
     ("POST", "/api/v1/runs/"),
+    ("GET", "/api/v1/runs/{run_id}/"),
     ("POST", "/api/v1/uploads/"),
     ("GET", "/api/v1/uploads/{id}/retention/"),
 }

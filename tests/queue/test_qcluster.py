@@ -1,4 +1,4 @@
-"""Queued runs on a real ``qcluster`` against the S3 server (issue 3).
+"""Queued runs on a real ``qcluster`` against the S3 server (issues 3, 16).
 
 The cluster and the commands that feed it run as subprocesses with the
 project's settings (tests/qcluster_settings.py: short leases), on the test
@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 from django.db import connection
 from django.utils import timezone
-from django_q.models import Schedule
+from django_q.models import Schedule, Task
 
 from retention import services
 from retention.engine import SWEEP_SCHEDULE, schedules_install
@@ -286,3 +286,53 @@ def test_qcluster__killed_mid_run_converges_after_restart(
     run.refresh_from_db()
     assert run.deleted > interrupted_at
     assert_converged(run, doomed, kept, s3_client, s3_bucket)
+
+
+def test_qcluster__foreground_tasks_start_within_one_batch_not_after_the_sweep(
+    cluster: Cluster, make_policy: Any, s3_client: Any, s3_bucket: str, tmp_path: Path
+) -> None:
+    now = timezone.now()
+    # Paced at 20 deletes/s, 240 objects take ~12 s in batches of 20.
+    make_policy(
+        "pod.scan", timedelta(days=30), batch_size=20, rate_limit=20, at=now - timedelta(days=400)
+    )
+    seed_s3(s3_client, s3_bucket, 240, at=now - timedelta(days=31), prefix="old")
+    marks = tmp_path / "marks"
+    marks.mkdir()
+
+    cluster.start()
+    accepted = json.loads(cluster.manage("run_retention", "--enqueue", "--json"))
+    run = Run.objects.get(pk=accepted["run_id"])
+
+    def sweeping() -> bool:
+        run.refresh_from_db()
+        return run.deleted >= 40
+
+    wait_for(sweeping, timeout=90, cluster=cluster, what="the sweep to be under way")
+    # Foreground work arrives on the same cluster while the sweep goes on.
+    cluster.manage(
+        "shell",
+        "-c",
+        "import time\n"
+        "from django_q.tasks import async_task\n"
+        "for i in range(3):\n"
+        f"    async_task('tests.queue.foreground.mark', '{marks}/' + str(i), time.time())\n"
+        "    time.sleep(1.5)\n",
+    )
+    wait_for(
+        lambda: Run.objects.filter(pk=run.pk, status=RunStatus.FINISHED).exists(),
+        timeout=120,
+        cluster=cluster,
+        what="the sweep to finish",
+    )
+
+    run.refresh_from_db()
+    assert run.deleted == 240
+    batches = Task.objects.filter(group="retention", func__endswith="batch_dispose")
+    # django-q2 stamps "started" at publication: a batch's wait in the queue is in it.
+    longest_batch = max((t.stopped - t.started).total_seconds() for t in batches)
+    started = [json.loads(path.read_text()) for path in sorted(marks.iterdir())]
+    assert len(started) == 3
+    for mark in started:
+        assert mark["started"] - mark["enqueued"] <= longest_batch + 1.0, (mark, longest_batch)
+    assert max(mark["started"] for mark in started) < run.finished_at.timestamp()

@@ -1,8 +1,10 @@
-"""Queued runs: dispatcher, batch tasks, schedule, guard, kill switch (issue 3).
+"""Queued runs: arm task, batch tasks, schedule, guard, kill switch (issues 3, 16).
 
 The queue here is a list the test drives, so that a batch can be delivered
-twice, lost, or delivered after a pause. The real django-q2 cluster is in
-tests/queue/.
+twice, lost, or delivered after a pause. A delivered batch advances the run
+(claims and publishes its successors) as a worker would; what no batch carries
+on is advanced by the watchdog, which the tests call as the schedule would.
+The real django-q2 cluster is in tests/queue/.
 """
 
 from __future__ import annotations
@@ -73,6 +75,7 @@ class Queue:
     clock: FakeTime
     deliver: Callable[[dict[str, Any]], None] | None = None
     published: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    guard: Any = None
 
     def __call__(self, func: str, payload: dict[str, Any], name: str) -> None:
         self.published.append((func, payload))
@@ -80,7 +83,17 @@ class Queue:
             self.deliver(payload)
 
     def run_batch(self, payload: dict[str, Any], **kwargs: Any) -> None:
-        engine.batch_dispose(payload=payload, clock=self.clock, **kwargs)
+        engine.batch_dispose(
+            payload=payload,
+            clock=self.clock,
+            publish=self,
+            guard=self.guard or under_budget,
+            **kwargs,
+        )
+
+    def watchdog(self) -> list[Run]:
+        """The watchdog schedule firing now."""
+        return engine.runs_resume_stalled(now=self.clock.now, publish=self)
 
     @property
     def batches(self) -> list[dict[str, Any]]:
@@ -102,6 +115,7 @@ def enqueue(now: datetime, queue: Queue, **kwargs: Any) -> Run:
 
 
 def dispatch(run: Run, queue: Queue, guard: Any = under_budget, **kwargs: Any) -> str:
+    queue.guard = guard
     return engine.run_dispatch(
         run_id=run.pk,
         clock=queue.clock,
@@ -259,7 +273,12 @@ def test_batch__lost_by_the_broker_is_claimed_again_after_its_lease(make_policy,
 
     queue.deliver = lose_first_delivery
     run = enqueue(now, queue)
-    assert dispatch(run, queue) == RunStatus.FINISHED
+    # The other batch finished; nothing carries the lost one on.
+    assert dispatch(run, queue) == RunStatus.RUNNING
+    queue.clock.sleep(31)
+    assert [r.pk for r in queue.watchdog()] == [run.pk]
+    run.refresh_from_db()
+    assert run.status == RunStatus.FINISHED
 
     run.refresh_from_db()
     assert run.deleted == 4 and not any(exists(r) for r in records)
@@ -294,45 +313,24 @@ def test_dispatch__respects_the_global_limit_of_batches_in_flight(make_policy, n
     make_policy(batch_size=1)
     seed(5, now)
     queue = Queue(FakeTime(now))
-    peak = [0]
-
-    def hold(payload: dict[str, Any]) -> None:
-        in_flight = RunBatch.objects.filter(state=BatchState.QUEUED).count()
-        peak[0] = max(peak[0], in_flight)
-        # Finish the oldest batch once the limit is reached, as a worker would.
-        if in_flight >= 2:
-            for _, waiting in queue.published:
-                if (
-                    waiting.get("token")
-                    and RunBatch.objects.filter(
-                        token=waiting["token"], state=BatchState.QUEUED
-                    ).exists()
-                ):
-                    queue.run_batch(waiting)
-
-    queue.deliver = hold
     run = enqueue(now, queue)
+    peak = 0
 
-    def finish_stragglers(seconds: float) -> None:
-        for _, waiting in list(queue.published):
-            if "token" in waiting:
-                queue.run_batch(waiting)
-        queue.clock.sleep(seconds)
-
-    status = engine.run_dispatch(
-        run_id=run.pk,
-        clock=queue.clock,
-        sleep=finish_stragglers,
-        publish=queue,
-        guard=under_budget,
-    )
+    status = dispatch(run, queue)
+    # Workers take the published batches in order, as a FIFO broker hands them out.
+    delivered = 0
+    while delivered < len(queue.batches):
+        peak = max(peak, RunBatch.objects.filter(state=BatchState.QUEUED).count())
+        queue.run_batch(queue.batches[delivered])
+        delivered += 1
 
     run.refresh_from_db()
-    assert status == RunStatus.FINISHED and run.deleted == 5
-    assert peak[0] == 2
+    assert status == RunStatus.RUNNING
+    assert run.status == RunStatus.FINISHED and run.deleted == 5
+    assert peak == 2
 
 
-def test_dispatch__a_second_dispatcher_on_the_same_run_joins(make_policy, now):
+def test_dispatch__a_second_arm_task_on_the_same_run_sweeps_nothing_twice(make_policy, now):
     make_policy(batch_size=2)
     seed(3, now)
     queue = Queue(FakeTime(now))
@@ -346,7 +344,7 @@ def test_dispatch__a_second_dispatcher_on_the_same_run_joins(make_policy, now):
 
     queue.deliver = dispatcher_arrives
     assert dispatch(run, queue) == RunStatus.FINISHED
-    assert set(second) == {"joined"}
+    assert second and set(second) <= {RunStatus.RUNNING, RunStatus.FINISHED}
     run.refresh_from_db()
     assert run.deleted == 3 and DeletionEvent.objects.count() == 3
 
@@ -357,7 +355,8 @@ def test_dispatch__two_dispatcher_threads_sweep_once(make_policy, now):
     make_policy(batch_size=2)
     records = seed(9, now)
     queue = Queue(FakeTime(now))
-    lock = threading.Lock()
+    # Re-entrant: a batch publishes its successor, delivered from within it.
+    lock = threading.RLock()
 
     def deliver(payload: dict[str, Any]) -> None:
         with lock:
@@ -390,24 +389,36 @@ def test_dispatch__two_dispatcher_threads_sweep_once(make_policy, now):
         thread.join(60)
 
     run.refresh_from_db()
-    assert sorted(results) == sorted([RunStatus.FINISHED, "joined"])
+    assert len(results) == 2 and set(results) <= {RunStatus.RUNNING, RunStatus.FINISHED}
+    assert run.status == RunStatus.FINISHED
     assert run.deleted == 9 and run.claimed == 9
     assert DeletionEvent.objects.count() == 9
     assert not any(exists(r) for r in records)
 
 
-def test_dispatch__continues_in_a_new_task_when_its_budget_runs_out(make_policy, now):
+def test_dispatch__no_task_holds_a_worker_for_more_than_one_page(make_policy, now, settings):
+    settings.RETENTION_MAX_BATCHES_IN_FLIGHT = 2
     make_policy(batch_size=2)
-    seed(3, now)
+    records = seed(7, now)
     queue = Queue(FakeTime(now))
     run = enqueue(now, queue)
-    queue.published.clear()
 
-    assert dispatch(run, queue, budget_seconds=0) == "continued"
+    # The arm task publishes the first batches and returns: no loop over the run.
+    assert dispatch(run, queue) == RunStatus.RUNNING
+    assert len(queue.batches) == 2
+    # Each batch disposes of its page and publishes at most its successor.
+    delivered = 0
+    while delivered < len(queue.batches):
+        before = len(queue.batches)
+        queue.run_batch(queue.batches[delivered])
+        delivered += 1
+        assert len(queue.batches) - before <= 1
+        assert RunBatch.objects.filter(state=BatchState.QUEUED).count() <= 2
 
     run.refresh_from_db()
-    assert queue.published == [(DISPATCH_TASK, {"run_id": str(run.pk)})]
-    assert run.status == RunStatus.RUNNING and run.dispatcher_owner is None
+    assert run.status == RunStatus.FINISHED and run.deleted == 7
+    assert [len(batch["items"]) for batch in queue.batches] == [2, 2, 2, 1]
+    assert not any(exists(r) for r in records)
 
 
 def test_dispatch__publish_failures_release_rows_and_end_the_run(make_policy, now):
@@ -463,9 +474,14 @@ def test_guard__over_budget_publishes_nothing_and_counts_deferred(make_policy, n
     run = enqueue(now, queue, max_seconds=120)
     queue.published.clear()
 
-    assert dispatch(run, queue, guard=over_budget) == RunStatus.STOPPED
+    assert dispatch(run, queue, guard=over_budget) == RunStatus.RUNNING
+    # Still over budget when the watchdog looks again, past the time budget.
+    queue.guard = over_budget
+    queue.clock.sleep(121)
+    queue.watchdog()
 
     run.refresh_from_db()
+    assert run.status == RunStatus.STOPPED
     assert queue.published == [] and not RunBatch.objects.exists()
     assert (run.claimed, run.deleted, run.deferred) == (0, 0, 5)
     assert run.report["deferrals"][0]["signal"] == "shipments: 95s"
@@ -484,7 +500,16 @@ def test_guard__dispatch_resumes_within_the_run_when_there_is_headroom(make_poli
         busy = next(readings, False)
         return over_budget(now=now) if busy else under_budget(now=now)
 
-    assert dispatch(run, queue, guard=busy_then_quiet) == RunStatus.FINISHED
+    status = dispatch(run, queue, guard=busy_then_quiet)
+    # The watchdog reads the guard again each time it fires.
+    for _ in range(30):
+        if status != RunStatus.RUNNING:
+            break
+        queue.clock.sleep(60)
+        status = engine.run_advance(
+            run_id=run.pk, clock=queue.clock, publish=queue, guard=busy_then_quiet
+        )
+    assert status == RunStatus.FINISHED
 
     run.refresh_from_db()
     assert (run.deleted, run.deferred) == (4, 0)
@@ -496,7 +521,10 @@ def test_guard__dispatch_resumes_within_the_run_when_there_is_headroom(make_poli
 # Kill switch
 
 
-def test_pause__mid_run_no_new_claims_and_the_batch_in_flight_finishes(make_policy, now, approver):
+def test_pause__mid_run_no_new_claims_and_the_batch_in_flight_finishes(
+    make_policy, now, approver, settings
+):
+    settings.RETENTION_MAX_BATCHES_IN_FLIGHT = 1
     make_policy(batch_size=2)
     records = seed(6, now)
     queue = Queue(FakeTime(now))
@@ -528,19 +556,10 @@ def test_pause__a_batch_not_yet_started_gives_its_rows_back(make_policy, now, ap
     held_back: list[dict[str, Any]] = []
     queue.deliver = held_back.append
 
-    def pause_then_deliver(seconds: float) -> None:
-        if held_back:
-            api.pause(by=approver, reason="incident", now=now)
-            queue.run_batch(held_back.pop())
-        queue.clock.sleep(seconds)
-
-    status = engine.run_dispatch(
-        run_id=run.pk,
-        clock=queue.clock,
-        sleep=pause_then_deliver,
-        publish=queue,
-        guard=under_budget,
-    )
+    assert dispatch(run, queue) == RunStatus.RUNNING
+    api.pause(by=approver, reason="incident", now=now)
+    queue.run_batch(held_back.pop())
+    status = Run.objects.get(pk=run.pk).status
 
     assert status == RunStatus.PAUSED
     assert RunBatch.objects.get().state == BatchState.RELEASED

@@ -17,7 +17,7 @@ import pytest
 
 from retention import engine
 from retention.conf import settings as retention_settings
-from retention.disposal import DisposalItem
+from retention.disposal import DisposalItem, ObjectDisposer
 from retention.engine.stepping import Stepper
 from retention.guard import GuardReading
 from retention.models import (
@@ -25,7 +25,6 @@ from retention.models import (
     RecordState,
     RetentionRecord,
     Run,
-    RunExecutor,
     RunLease,
     RunMode,
     RunStatus,
@@ -73,6 +72,21 @@ class Overlapping:
     ) -> dict[int, KeyResult]:
         self.calls.append([item.record_id for item in items])
         return {item.record_id: KeyResult(item.object_key, Outcome.DELETED) for item in items}
+
+
+class Hooked(ObjectDisposer):
+    """Deletes as usual, and lets the test act while the batch is at the store."""
+
+    def __init__(self, hook: Any) -> None:
+        super().__init__()
+        self.hook = hook
+
+    def dispose(
+        self, items: Sequence[DisposalItem], *, erase_versions: bool, gate: RateGate
+    ) -> dict[int, KeyResult]:
+        if self.hook is not None:
+            self.hook()
+        return super().dispose(items, erase_versions=erase_versions, gate=gate)
 
 
 def seed(count: int, now: datetime) -> list[RetentionRecord]:
@@ -194,22 +208,23 @@ class Queue:
     time: FakeTime
     deliver: bool = True
     published: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    # Called while a batch deletes, before it advances the run.
     on_batch: Any = None
 
     def __call__(self, func: str, payload: dict[str, Any], name: str) -> None:
         self.published.append((func, payload))
         if func == engine.BATCH_TASK and self.deliver:
-            engine.batch_dispose(payload=payload, clock=self.time.clock)
-            if self.on_batch is not None:
-                self.on_batch()
+            engine.batch_dispose(
+                payload=payload,
+                clock=self.time.clock,
+                publish=self,
+                guard=under_budget,
+                disposer=Hooked(self.on_batch),
+            )
 
     @property
     def batches(self) -> list[dict[str, Any]]:
         return [p for f, p in self.published if f == engine.BATCH_TASK]
-
-
-def under_budget(*, now: datetime) -> GuardReading:
-    return GuardReading(over_budget=False, value=0.0, budget=30.0, detail="q: 0s")
 
 
 def dispatch(run: Run, queue: Queue, **kwargs: Any) -> str:
@@ -224,7 +239,12 @@ def dispatch(run: Run, queue: Queue, **kwargs: Any) -> str:
     )
 
 
-def test_queued__a_run_taken_over_stops_publishing_and_keeps_abandoned(make_policy, now):
+def under_budget(*, now: datetime) -> GuardReading:
+    return GuardReading(over_budget=False, value=0.0, budget=30.0, detail="q: 0s")
+
+
+def test_queued__a_run_taken_over_stops_publishing_and_keeps_abandoned(make_policy, now, settings):
+    settings.RETENTION_MAX_BATCHES_IN_FLIGHT = 1
     make_policy(batch_size=2)
     seed(6, now)
     time = FakeTime(now)
@@ -248,7 +268,8 @@ def test_queued__a_run_taken_over_stops_publishing_and_keeps_abandoned(make_poli
     assert len(queue.batches) == 1 and run.deleted == 2
 
 
-def test_queued__time_budget_stops_with_the_inline_reason(make_policy, now):
+def test_queued__time_budget_stops_with_the_inline_reason(make_policy, now, settings):
+    settings.RETENTION_MAX_BATCHES_IN_FLIGHT = 1
     make_policy(batch_size=2)
     seed(6, now)
     time = FakeTime(now)
@@ -265,18 +286,25 @@ def test_queued__time_budget_stops_with_the_inline_reason(make_policy, now):
     assert run.deleted == 4
 
 
-def test_queued__dispatcher_heartbeat_follows_the_fake_monotonic_timer(make_policy, now):
+def test_queued__every_advance_renews_the_run_lease(make_policy, now, settings):
+    settings.RETENTION_MAX_BATCHES_IN_FLIGHT = 1
     make_policy(batch_size=2)
-    seed(2, now)
+    seed(4, now)
     time = FakeTime(now)
-    run = engine.run_start(mode=RunMode.ENFORCE, now=now, executor=RunExecutor.QUEUE)
-    stepper = Stepper(run=run, clock=time.clock, monotonic=time.monotonic, dispatcher=uuid.uuid4())
-    every = stepper.heartbeat_every
-    assert every <= retention_settings.DISPATCHER_LEASE_SECONDS / 3
+    queue = Queue(time, deliver=False)
+    run = engine.run_enqueue(
+        mode=RunMode.ENFORCE, trigger=RunTrigger.COMMAND, now=now, publish=queue
+    )
+    dispatch(run, queue)
+    time.advance(200)
 
-    # The first renewal is at once; the dispatcher lease is not this owner's.
-    assert stepper.heartbeat(time.now) == "dispatcher lease taken over"
-    assert stepper.stop(time.now) is not None and stepper.stop(time.now).status is None
+    engine.batch_dispose(payload=queue.batches[0], clock=time.clock, publish=queue)
+
+    run.refresh_from_db()
+    lease = RunLease.objects.get(data_class="idv.photo")
+    expected = time.now + timedelta(seconds=retention_settings.RUN_LEASE_SECONDS)
+    assert run.lease_expires_at == lease.expires_at == expected
+    assert len(queue.batches) == 2
 
 
 def test_stepper__retry_wait_leaves_retries_past_the_budget_to_the_next_run(make_policy, now):

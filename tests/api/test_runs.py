@@ -17,6 +17,7 @@ from freezegun import freeze_time
 from retention import api, engine
 from retention.engine import DISPATCH_TASK as QUEUED_TASK
 from retention.models import (
+    BatchState,
     RecordState,
     Run,
     RunExecutor,
@@ -366,7 +367,7 @@ def test_run_detail__signed_answers_status_counts_and_batches(client, make_polic
     )
     assert body["counts"]["deleted"] == 1 and body["counts"]["eligible"] == 1
     assert body["finished_at"] is not None
-    assert body["batches"] == {state: 0 for state in body["batches"]}
+    assert body["batches"] == dict.fromkeys(BatchState.values, 0)
 
 
 def test_run_detail__unsigned_or_badly_signed_is_refused_and_unknown_is_404(client, make_policy):

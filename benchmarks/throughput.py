@@ -416,7 +416,7 @@ def measure(args: argparse.Namespace, moto: common.MotoServer) -> int:
     from django.db import connection
 
     from retention.conf import settings as retention_settings
-    from retention.services.evidence import VerifyResult, chain_verify
+    from retention.selectors.evidence import VerifyResult, chain_verify
 
     problem = common.postgresql_missing()
     if problem:

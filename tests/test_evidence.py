@@ -81,7 +81,8 @@ def test_event_leaf__fast_path_hashes_exactly_like_the_reference(db):
     from datetime import timedelta
 
     from retention.models import DeletionEvent
-    from retention.services.evidence import event_fields, event_leaf
+    from retention.selectors.evidence import event_fields
+    from retention.services.evidence import event_leaf
 
     when = datetime(2026, 3, 14, 12, 0, 0, 123, tzinfo=UTC)
     for run_id, text in [

@@ -24,7 +24,7 @@ from retention.models import RecordState, data_class_validator
 from retention.rest.apis import PolicyRefSerializer
 from retention.rest.schema import error_responses
 from retention.rest.views import TenantApiView
-from retention.selectors.tenant import record_retention_explain
+from retention.selectors.explain import record_retention_explain
 from retention.services.policies import policy_version_in_force
 from uploads.selectors import upload_get
 from uploads.services import upload_create

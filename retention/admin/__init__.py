@@ -6,4 +6,4 @@ trail, the dashboard. Tenant API keys are the API sub-app's
 (``retention/rest/admin.py``).
 """
 
-from retention.admin import audit, checks, holds, killswitch, policies, runs  # noqa: F401
+from retention.admin import audit, checks, holds, killswitch, policies, runs, versions  # noqa: F401

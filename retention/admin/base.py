@@ -25,8 +25,10 @@ from django.http.response import HttpResponseBase
 from django.urls import URLPattern, path
 from django.utils import timezone
 
+from retention.durations import format_duration
 from retention.exceptions import RetentionError
-from retention.models import Policy
+from retention.models import Policy, PolicyVersion
+from retention.selectors.policies import lock_violation
 
 # The model an admin or a list filter serves.
 ModelT = TypeVar("ModelT", bound=Model)
@@ -104,6 +106,13 @@ class RunDataClassFilter(DataClassFilter):
     def queryset(self, request: HttpRequest, queryset: QuerySet[ModelT]) -> QuerySet[ModelT]:
         if self.value():
             return queryset.filter(data_classes__icontains=f'"{self.value()}"')
+        return queryset
+
+
+class VersionDataClassFilter(DataClassFilter):
+    def queryset(self, request: HttpRequest, queryset: QuerySet[ModelT]) -> QuerySet[ModelT]:
+        if self.value():
+            return queryset.filter(policy__data_class=self.value())
         return queryset
 
 
@@ -239,3 +248,16 @@ class CsvExportMixin(admin.ModelAdmin[ModelT]):
         name = self.model._meta.model_name
         response["Content-Disposition"] = f'attachment; filename="{name}-{stamp}.csv"'
         return response
+
+
+def lock_refusal_message(version: PolicyVersion, in_force: PolicyVersion | None) -> str:
+    """Why approving would be refused by the lock, said before anyone tries."""
+    violation = lock_violation(version, in_force)
+    if violation is None:
+        return ""
+    if violation.kind == "shortened":
+        return (
+            f"The policy is locked at {format_duration(violation.in_force.retention_period)}: "
+            "a shorter period will be refused."
+        )
+    return "The policy is locked: a new version must stay locked, or it will be refused."

@@ -1,31 +1,48 @@
-"""The batch task: a worker re-checks, paces, deletes and finalizes one claimed page,
+"""The batch task: a worker claims one page of its run, deletes it, finalizes it,
 then advances the run (``retention.engine.queued.run_advance``).
 
-Safe to run twice: a batch already done (or released) does nothing, its
-rows are finalized only while still leased to its token, and only the
-delivery that closes it advances the run. Rows are read back by id with the
-row versions the claim saw; the payload never carries an object key.
+The claim happens here, on the worker, right before the delete, so it is
+the re-check too, as on the inline path: under row locks it takes only rows
+that are expired and unheld as the holds are now, and marks them as being
+disposed of in the same write. Nothing waits in the broker between a claim
+and its delete, and the payload carries no record and no object key: a run
+id, the batch's token and its data class.
+
+Safe to run twice: a batch already done (or released) does nothing; a batch
+redelivered after its worker died disposes of the rows still leased to its
+token (re-checking them and probing the store), without claiming more; only
+the delivery that closes a batch advances the run.
 """
 
 from __future__ import annotations
 
 import logging
 import uuid
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
+from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from retention.disposal import Disposer
-from retention.engine.claims import CLAIM_FIELDS, Claim, ClaimedItem, claimed_item
+from retention.engine.claims import (
+    CLAIM_FIELDS,
+    Claim,
+    ClaimedItem,
+    Cursors,
+    claim_cursor,
+    claimed_item,
+    records_claim,
+)
 from retention.engine.events import ClaimOutcome
 from retention.engine.page import Clock, claim_dispose
 from retention.engine.publish import Publish
 from retention.engine.queued import Guard, batch_release, run_advance
-from retention.engine.rules import ClassRules, run_rules
-from retention.models import BatchState, RetentionRecord, RunBatch
+from retention.engine.rules import class_cutoff, run_rules
+from retention.engine.stepping import Stepper
+from retention.models import BatchState, RecordState, RetentionRecord, Run, RunBatch
 from retention.pacing import gate_for
 from retention.selectors.control import kill_switch_engaged
 
@@ -40,11 +57,7 @@ def batch_dispose(
     publish: Publish | None = None,
     guard: Guard | None = None,
 ) -> ClaimOutcome:
-    """The batch task: re-check, pace, delete, finalize, then advance the run.
-
-    Safe to run twice: only the delivery that closes the batch advances the
-    run (publishes its successors, or closes the run).
-    """
+    """The batch task: claim a page, delete, finalize, then advance the run."""
     token = uuid.UUID(payload["token"])
     outcome = ClaimOutcome()
     batch = RunBatch.objects.filter(token=token).select_related("run").first()
@@ -58,7 +71,7 @@ def batch_dispose(
     now = clock()
     RunBatch.objects.filter(token=token).update(deliveries=F("deliveries") + 1)
     if kill_switch_engaged() is not None:
-        # Paused before this batch started: its rows go back untouched.
+        # Paused before this batch deleted anything: its rows go back untouched.
         released = batch_release(token, BatchState.RELEASED, now)
         logger.info(
             "run %s: batch %s released (%d rows) because retention is paused",
@@ -69,31 +82,19 @@ def batch_dispose(
         )
         run_advance(run_id=run.pk, clock=clock, publish=publish, guard=guard)
         return outcome
-    expected = {int(record_id): int(version) for record_id, version in payload["items"]}
-    items = _claimed_items(token, expected)
-    rules = run_rules(run).get(payload["data_class"]) or ClassRules.from_json(
-        payload["data_class"], None
-    )
-    lease_seconds = float(payload["lease_seconds"])
-    RunBatch.objects.filter(token=token).update(
-        lease_expires_at=now + timedelta(seconds=lease_seconds)
-    )
-    cutoff = parse_datetime(payload["cutoff"])
-    assert cutoff is not None
-    claim = Claim(
-        run_id=run.pk,
-        token=token,
-        cutoff=cutoff,
-        items=tuple(items),
-        lease_seconds=lease_seconds,
-    )
-    outcome = claim_dispose(
-        claim=claim,
-        clock=clock,
-        disposer=disposer,
-        gate=gate_for(data_class=payload["data_class"], rate_limit=rules.rate_limit),
-        max_attempts=rules.max_attempts,
-    )
+    rules = run_rules(run)[batch.data_class]
+    claim = _claimed_before(run, token)
+    if claim is None and batch.state == BatchState.QUEUED:
+        claim = _claim(run, batch, now)
+    # A batch given up on (expired) claims nothing new: others took its work.
+    if claim is not None and claim.items:
+        outcome = claim_dispose(
+            claim=claim,
+            clock=clock,
+            disposer=disposer,
+            gate=gate_for(data_class=batch.data_class, rate_limit=rules.rate_limit),
+            max_attempts=rules.max_attempts,
+        )
     closed = (
         RunBatch.objects.filter(token=token)
         .exclude(state=BatchState.DONE)
@@ -104,14 +105,97 @@ def batch_dispose(
     return outcome
 
 
-def _claimed_items(token: uuid.UUID, expected: dict[int, int]) -> list[ClaimedItem]:
-    """The batch's rows as claimed, with the row versions the claim saw.
+def _claim(run: Run, batch: RunBatch, now: datetime) -> Claim:
+    """Claim this batch's page under its token, from the class's cursor.
 
-    Rows no longer leased to the token (reclaimed after a lapse, renewed) are
-    still listed: the re-check records a renewal and leaves the rest alone.
+    Under the run row's lock, so concurrent batches never claim past the
+    run's limit and the cursor moves in one place.
     """
-    rows = RetentionRecord.objects.filter(pk__in=list(expected)).values(*CLAIM_FIELDS)
-    return [
-        claimed_item(row, row_version=expected[row["id"]])
-        for row in rows.order_by("expires_at", "id")
-    ]
+    with transaction.atomic():
+        locked = Run.objects.select_for_update().get(pk=run.pk)
+        stepper = Stepper(run=locked, clock=lambda: now)
+        rules = run_rules(locked)[batch.data_class]
+        size = stepper.page_size(rules)
+        report = dict(locked.report) if isinstance(locked.report, dict) else {}
+        cursors = _cursors(report)
+        claim = Claim(run.pk, batch.token, class_cutoff(locked, batch.data_class), ())
+        if size > 0:
+            lease_seconds = stepper.page_lease_seconds(size, rules)
+            claim = _claim_next(
+                locked, batch.data_class, cursors, size, now, lease_seconds, batch.token
+            )
+        report["cursors"] = {
+            name: [cursor[0].isoformat(), cursor[1]] if cursor else None
+            for name, cursor in cursors.items()
+        }
+        Run.objects.filter(pk=run.pk).update(report=report)
+        RunBatch.objects.filter(token=batch.token).update(
+            size=len(claim),
+            lease_expires_at=now + timedelta(seconds=claim.lease_seconds),
+        )
+    return claim
+
+
+def _claim_next(
+    run: Run,
+    data_class: str,
+    cursors: Cursors,
+    size: int,
+    now: datetime,
+    lease_seconds: float,
+    token: uuid.UUID,
+) -> Claim:
+    """As ``records_claim_next``, under the batch's own token."""
+    after = cursors.get(data_class)
+    page = records_claim(
+        run=run,
+        data_class=data_class,
+        limit=size,
+        now=now,
+        lease_seconds=lease_seconds,
+        start_disposal=True,
+        after=after,
+        token=token,
+    )
+    if not page.items and after is not None:
+        page = records_claim(
+            run=run,
+            data_class=data_class,
+            limit=size,
+            now=now,
+            lease_seconds=lease_seconds,
+            start_disposal=True,
+            token=token,
+        )
+    cursors[data_class] = claim_cursor(page)
+    return page
+
+
+def _cursors(report: dict[str, Any]) -> Cursors:
+    cursors: Cursors = {}
+    for name, value in (report.get("cursors") or {}).items():
+        at = parse_datetime(value[0]) if value else None
+        cursors[name] = (at, int(value[1])) if value and at is not None else None
+    return cursors
+
+
+def _claimed_before(run: Run, token: uuid.UUID) -> Claim | None:
+    """The rows an earlier delivery of this batch claimed and did not finish.
+
+    Re-checked again before they are deleted (the hold or renewal may have
+    come since) and probed (the object may be gone already).
+    """
+    rows = (
+        RetentionRecord.objects.filter(lease_owner=token, state=RecordState.DELETING)
+        .order_by("expires_at", "id")
+        .values(*CLAIM_FIELDS)
+    )
+    items: list[ClaimedItem] = [claimed_item(row) for row in rows]
+    if not items:
+        return None
+    return Claim(
+        run_id=run.pk,
+        token=token,
+        cutoff=class_cutoff(run, items[0].data_class),
+        items=tuple(items),
+    )

@@ -198,6 +198,7 @@ def records_claim(
     lease_seconds: float | None = None,
     start_disposal: bool = False,
     after: tuple[datetime, int] | None = None,
+    token: uuid.UUID | None = None,
 ) -> Claim:
     """Move up to ``limit`` eligible rows to ``deleting`` under a fresh lease.
 
@@ -214,8 +215,11 @@ def records_claim(
     page took; the walk starts there instead of at the oldest due row, past
     what earlier pages skipped (held rows, rows locked by other claimers).
     A caller that gets nothing after its cursor claims once more without it.
+
+    ``token``: the lease owner to claim under (a queued batch's own token);
+    a fresh one by default.
     """
-    token = uuid.uuid4()
+    token = token or uuid.uuid4()
     cutoff = class_cutoff(run, data_class)
     # A paced page can take longer than the base lease: the caller adds the
     # time the rate gate will make it wait.
@@ -293,3 +297,16 @@ def claim_release(token: uuid.UUID) -> int:
         lease_expires_at=None,
         attempts=F("attempts") - 1,
     )
+
+
+def claimable_count(*, run: Run, data_class: str, now: datetime, up_to: int) -> int:
+    """How many rows a claim could take now (at most ``up_to``): no lock taken."""
+    ids = (
+        run_scope(run)
+        .filter(data_class=data_class)
+        .claimable(cutoff=class_cutoff(run, data_class), now=now)
+        .not_held()
+        .order_by("expires_at", "id")
+        .values_list("id", flat=True)[:up_to]
+    )
+    return len(ids)

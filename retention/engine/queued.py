@@ -5,11 +5,13 @@ worker:
 
 - the *arm* task (``run_dispatch``, published when the run is accepted)
   measures the run once and publishes its first batches;
-- each *batch* task (``retention.engine.batch``) disposes of one claimed
-  page, then *advances* the run: under a short lock on the run's row it asks
-  the same ``Stepper`` as the inline executor whether to stop, reads the
-  foreground guard, and claims and publishes the next pages while fewer than
-  ``RETENTION_MAX_BATCHES_IN_FLIGHT`` batches are unfinished;
+- each *batch* task (``retention.engine.batch``) claims one page itself,
+  right before deleting it (so the claim is the re-check, as inline),
+  finalizes it, then *advances* the run: under a short lock on the run's row
+  it asks the same ``Stepper`` as the inline executor whether to stop, reads
+  the foreground guard, and publishes as many batches as there are pages
+  left to claim while fewer than ``RETENTION_MAX_BATCHES_IN_FLIGHT`` batches
+  are unfinished;
 - the run is closed by the advance that finds nothing left to claim and no
   batch in flight (or, once it must stop, by the last batch to finish).
 
@@ -27,16 +29,15 @@ import logging
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from django.db import transaction
+from django.db.models import Count
 from django.utils import timezone
-from django.utils.dateparse import parse_datetime
 
 from retention.conf import settings
-from retention.engine.claims import Claim, Cursors, claim_release, records_claim_next
+from retention.engine.claims import claim_release, claimable_count
 from retention.engine.events import held_skips_record
 from retention.engine.inline import run_execute
 from retention.engine.ledger import run_finish
@@ -105,12 +106,6 @@ def _measure_once(run: Run, now: datetime) -> None:
         Run.objects.filter(pk=run.pk).update(report={**report, "measured": True})
 
 
-@dataclass
-class _Page:
-    claim: Claim
-    data_class: str
-
-
 def run_advance(
     *,
     run_id: uuid.UUID | str,
@@ -125,7 +120,7 @@ def run_advance(
     batches are published after that lock is released.
     """
     now = clock()
-    pages: list[_Page] = []
+    slots: list[RunBatch] = []
     with transaction.atomic():
         run = Run.objects.select_for_update().filter(pk=run_id).first()
         if run is None or run.status != RunStatus.RUNNING:
@@ -145,17 +140,18 @@ def run_advance(
             return run.status
         _deferral_end(run, now, ending=False)
         free = settings.MAX_BATCHES_IN_FLIGHT - _global_in_flight(now)
-        pages = _claim_pages(run, stepper, free, now)
-        if not pages and not in_flight:
+        slots = _open_slots(run, stepper, free, now)
+        if not slots and not in_flight:
             wait = stepper.retry_wait(retry_next_due(run), now)
             if wait is None:
                 return run_finish(run, RunStatus.FINISHED, "", now).status
             # Retries fall due soon: the watchdog advances the run again then.
-    if not pages:
+    if not slots:
         return run.status
-    if not _publish(run, pages, publish or batch_publisher(), now):
-        # Nothing went out and nothing carries the run on: try again at once,
-        # until MAX_PUBLISH_FAILURES in a row give the run up.
+    streak = _publish(run, slots, publish or batch_publisher(), now)
+    if streak and streak < MAX_PUBLISH_FAILURES:
+        # Nothing went out: try again at once, until MAX_PUBLISH_FAILURES in
+        # a row give the run up.
         return run_advance(run_id=run_id, clock=clock, publish=publish, guard=guard)
     # A broker that runs tasks at once (sync) may have carried the run to its end.
     run.refresh_from_db(fields=["status"])
@@ -168,88 +164,79 @@ def _foreground_guard() -> Guard:
     return foreground_guard_read
 
 
-def _claim_pages(run: Run, stepper: Stepper, free: int, now: datetime) -> list[_Page]:
-    """Claim up to ``free`` pages, one class after the other, from the run's cursors."""
+def _open_slots(run: Run, stepper: Stepper, free: int, now: datetime) -> list[RunBatch]:
+    """Up to ``free`` new batches, as many as there are pages left to claim.
+
+    Counted, not claimed: each batch claims its own page when a worker runs
+    it. Batches already published and not yet claimed count against the
+    pages of their class.
+    """
+    if free <= 0:
+        return []
     rules = run_rules(run)
-    report = dict(run.report) if isinstance(run.report, dict) else {}
-    cursors: Cursors = {}
-    for name, value in report.get("cursors", {}).items():
-        at = parse_datetime(value[0]) if value else None
-        cursors[name] = (at, int(value[1])) if value and at is not None else None
-    names = list(run.data_classes)
-    next_class = int(report.get("next_class", 0))
-    pages: list[_Page] = []
-    empty: set[str] = set()
-    while len(pages) < free and len(empty) < len(names):
-        name = names[next_class % len(names)]
-        next_class += 1
-        if name in empty:
-            continue
+    waiting = dict(
+        RunBatch.objects.filter(run=run, state=BatchState.QUEUED, size=0)
+        .values_list("data_class")
+        .annotate(n=Count("token"))
+    )
+    pages: dict[str, int] = {}
+    for name in run.data_classes:
         size = stepper.page_size(rules[name])
         if size <= 0:
-            break
-        claim = records_claim_next(
-            cursors=cursors,
-            run=run,
-            data_class=name,
-            limit=size,
-            now=now,
-            lease_seconds=stepper.page_lease_seconds(size, rules[name]),
-        )
-        if not claim.items:
-            empty.add(name)
             continue
-        run.claimed += len(claim)
-        RunBatch.objects.create(
-            token=claim.token,
-            run=run,
-            data_class=name,
-            size=len(claim),
-            published_at=now,
-            lease_expires_at=now + timedelta(seconds=claim.lease_seconds),
+        ahead = int(waiting.get(name, 0))
+        rows = claimable_count(run=run, data_class=name, now=now, up_to=size * (free + ahead))
+        pages[name] = max(-(-rows // size) - ahead, 0)
+    slots: list[RunBatch] = []
+    report = dict(run.report) if isinstance(run.report, dict) else {}
+    names = list(run.data_classes)
+    turn = int(report.get("next_class", 0))
+    while len(slots) < free and any(pages.values()):
+        name = names[turn % len(names)]
+        turn += 1
+        if not pages.get(name):
+            continue
+        pages[name] -= 1
+        lease = stepper.page_lease_seconds(stepper.page_size(rules[name]), rules[name])
+        slots.append(
+            RunBatch.objects.create(
+                token=uuid.uuid4(),
+                run=run,
+                data_class=name,
+                size=0,
+                published_at=now,
+                lease_expires_at=now + timedelta(seconds=lease),
+            )
         )
-        pages.append(_Page(claim, name))
-    report["cursors"] = {
-        name: [cursor[0].isoformat(), cursor[1]] if cursor else None
-        for name, cursor in cursors.items()
-    }
-    report["next_class"] = next_class % max(len(names), 1)
-    Run.objects.filter(pk=run.pk).update(report=report)
-    run.report = report
-    return pages
+    if slots:
+        report["next_class"] = turn % len(names)
+        Run.objects.filter(pk=run.pk).update(report=report)
+        run.report = report
+    return slots
 
 
-def _publish(run: Run, pages: list[_Page], publish: Publish, now: datetime) -> bool:
-    """Publish the claimed pages; False when none went out (their rows are released)."""
+def _publish(run: Run, slots: list[RunBatch], publish: Publish, now: datetime) -> int:
+    """Publish the new batches; return the run's streak of publications that all
+    failed (0 when any went out). A batch that did not go out is closed."""
     failures = 0
-    for page in pages:
-        claim = page.claim
-        payload = {
-            "run_id": str(run.pk),
-            "token": str(claim.token),
-            "data_class": page.data_class,
-            "cutoff": claim.cutoff.isoformat(),
-            "lease_seconds": claim.lease_seconds,
-            "items": [[item.record_id, item.row_version] for item in claim.items],
-        }
+    for slot in slots:
+        payload = {"run_id": str(run.pk), "token": str(slot.token), "data_class": slot.data_class}
         try:
-            publish(BATCH_TASK, payload, f"retention-batch-{claim.token}")
+            publish(BATCH_TASK, payload, f"retention-batch-{slot.token}")
         except Exception as exc:
             failures += 1
             logger.error(
-                "run %s: batch %s could not be published (%s); its rows are released",
+                "run %s: batch %s could not be published (%s)",
                 run.pk,
-                claim.token,
+                slot.token,
                 type(exc).__name__,
                 extra={"run_id": str(run.pk)},
             )
-            batch_release(claim.token, BatchState.UNPUBLISHED, now)
-    none_out = failures == len(pages)
-    _publish_failures_count(run, failures if none_out else 0, now)
-    return not none_out
+            batch_release(slot.token, BatchState.UNPUBLISHED, now)
+    return _publish_failures_count(run, 1 if failures == len(slots) else 0, now)
 
 
-def _publish_failures_count(run: Run, failed: int, now: datetime) -> None:
+def _publish_failures_count(run: Run, failed: int, now: datetime) -> int:
     """Give the run up after MAX_PUBLISH_FAILURES publications failed in a row."""
     with transaction.atomic():
         locked = Run.objects.select_for_update().get(pk=run.pk)
@@ -263,6 +250,7 @@ def _publish_failures_count(run: Run, failed: int, now: datetime) -> None:
         run_finish(
             run, RunStatus.ERROR, "task queue unavailable: batches could not be published", now
         )
+    return streak
 
 
 def _in_flight(run: Run, now: datetime) -> int:

@@ -32,6 +32,7 @@ from retention.rest.csv import CSVStreamMixin, CSVStreamRenderer, stream_csv
 from retention.rest.pagination import ReceiptCursorPagination, page_serializer
 from retention.rest.schema import error_responses
 from retention.rest.views import TenantApiView
+from retention.selectors.evidence import batch_leaves, chain_head, receipt_for
 from retention.selectors.tenant import (
     RECEIPT_FIELDS,
     RECEIPT_OUTCOMES,
@@ -40,7 +41,6 @@ from retention.selectors.tenant import (
     deletion_report,
     tenant_receipt_get,
 )
-from retention.services.evidence import batch_leaves, chain_head, receipt_for
 
 
 class QueryFilterSerializer(serializers.Serializer[Any]):

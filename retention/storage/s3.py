@@ -11,24 +11,35 @@ from __future__ import annotations
 import itertools
 from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
 import boto3
 from botocore.config import Config
 from botocore.exceptions import (
     BotoCoreError,
     ClientError,
-    HTTPClientError,
-    IncompleteReadError,
     NoCredentialsError,
     PartialCredentialsError,
 )
-from botocore.exceptions import ConnectionError as BotoConnectionError
 from botocore.parsers import ResponseParserError
 from django.core.exceptions import ImproperlyConfigured
 
 from .base import KeyResult, Outcome, StorageUnavailable
 from .keys import MAX_KEY_BYTES, MalformedKey, validate_object_key
+from .s3_errors import (
+    DELETED,
+    NETWORK_ERRORS,
+    NO_ANSWER,
+    THROTTLE_CODES,
+    THROTTLE_STATUSES,
+    TRANSIENT_CODES,
+    TRANSIENT_STATUSES,
+    UNAVAILABLE_CODES,
+    Failure,
+    error_parts,
+    key_error_outcome,
+    scrub,
+)
 
 if TYPE_CHECKING:
     from storages.backends.s3 import S3Storage
@@ -41,62 +52,6 @@ if TYPE_CHECKING:
 
 MAX_CHUNK_SIZE = 1000
 
-ABSENT_CODES = frozenset({"NoSuchKey", "NoSuchVersion"})
-TRANSIENT_CODES = frozenset(
-    {
-        "SlowDown",
-        "InternalError",
-        "ServiceUnavailable",
-        "RequestTimeout",
-        "Throttling",
-        "ThrottlingException",
-        "RequestThrottled",
-        "TooManyRequests",
-        "RequestLimitExceeded",
-        "BandwidthLimitExceeded",
-        "OperationAborted",
-        # HEAD answers carry no body, so the code is the bare status.
-        "429",
-        "500",
-        "502",
-        "503",
-        "504",
-    }
-)
-TRANSIENT_STATUSES = frozenset({429, 500, 502, 503, 504})
-# The store says "too fast": besides retrying, the shared rate gate slows down.
-THROTTLE_CODES = frozenset(
-    {
-        "SlowDown",
-        "ServiceUnavailable",
-        "Throttling",
-        "ThrottlingException",
-        "RequestThrottled",
-        "TooManyRequests",
-        "RequestLimitExceeded",
-        "429",
-        "503",
-    }
-)
-THROTTLE_STATUSES = frozenset({429, 503})
-# Whole-request errors that say the store itself is misconfigured: every key
-# would fail the same way, so the run should stop instead of failing rows.
-UNAVAILABLE_CODES = frozenset(
-    {
-        "NoSuchBucket",
-        "InvalidAccessKeyId",
-        "SignatureDoesNotMatch",
-        "ExpiredToken",
-        "InvalidToken",
-        "AccountProblem",
-        "AllAccessDisabled",
-        "PermanentRedirect",
-        "AuthorizationHeaderMalformed",
-    }
-)
-# Connection refused or reset, timeouts, truncated or garbled answers (a
-# proxy's HTML error page, a connection cut mid-body).
-NETWORK_ERRORS = (BotoConnectionError, HTTPClientError, IncompleteReadError, ResponseParserError)
 # Everything a request can raise that says something about the request.
 REQUEST_ERRORS = (ClientError, BotoCoreError, ResponseParserError)
 _RANK = {Outcome.ABSENT: 0, Outcome.DELETED: 1, Outcome.TRANSIENT: 2, Outcome.PERMANENT: 3}
@@ -206,7 +161,7 @@ class S3Adapter:
         try:
             self.client.head_bucket(Bucket=self.bucket)
         except ClientError as exc:
-            code, status, message = _error_parts(exc)
+            code, status, message = error_parts(exc)
             if code in {"404", "NoSuchBucket"} or status == 404:
                 detail = "bucket does not exist"
             elif code in {"403", "AccessDenied"} or status == 403:
@@ -253,7 +208,7 @@ class S3Adapter:
         else:
             targets = self._probed_targets(candidates, set(probe), results)
 
-        outcomes: dict[str, list[_Failure]] = {}
+        outcomes: dict[str, list[Failure]] = {}
         for chunk in _chunks(targets, self.chunk_size):
             for target, answer in self._delete_chunk(chunk):
                 outcomes.setdefault(target.key, []).append(answer)
@@ -280,7 +235,7 @@ class S3Adapter:
                 try:
                     self.client.head_object(Bucket=self.bucket, Key=s3_key)
                 except ClientError as exc:
-                    code, status, _ = _error_parts(exc)
+                    code, status, _ = error_parts(exc)
                     if status == 404 or code in {"404", "NoSuchKey"}:
                         saw_not_found = True
                         results[key] = KeyResult(key, Outcome.ABSENT)
@@ -326,7 +281,7 @@ class S3Adapter:
             targets.extend(_Target(key, s3_key, version_id) for version_id in version_ids)
         return targets
 
-    def _delete_chunk(self, chunk: Sequence[_Target]) -> Iterator[tuple[_Target, _Failure]]:
+    def _delete_chunk(self, chunk: Sequence[_Target]) -> Iterator[tuple[_Target, Failure]]:
         objects: list[ObjectIdentifierTypeDef] = []
         for target in chunk:
             entry: ObjectIdentifierTypeDef = {"Key": target.s3_key}
@@ -364,73 +319,38 @@ class S3Adapter:
         for answer in response.get("Deleted", ()):
             deleted = claim(answer)
             if deleted is not None:
-                yield deleted, _DELETED
+                yield deleted, DELETED
         for error in response.get("Errors", ()):
             failed = claim(error)
             if failed is None:
                 continue
             code = error.get("Code", "")
-            message = _scrub(error.get("Message", ""), failed.key, failed.s3_key)
+            message = scrub(error.get("Message", ""), failed.key, failed.s3_key)
             yield (
                 failed,
-                _Failure(_key_error_outcome(code), f"{code}: {message}", code in THROTTLE_CODES),
+                Failure(key_error_outcome(code), f"{code}: {message}", code in THROTTLE_CODES),
             )
         for versions in pending.values():
             for unanswered in versions.values():
-                yield unanswered, _NO_ANSWER
+                yield unanswered, NO_ANSWER
 
-    def _request_failure(self, exc: Exception) -> _Failure:
+    def _request_failure(self, exc: Exception) -> Failure:
         """Classify an error that failed a whole request."""
         if isinstance(exc, ClientError):
-            code, status, message = _error_parts(exc)
+            code, status, message = error_parts(exc)
             if code in UNAVAILABLE_CODES:
                 raise StorageUnavailable(self._describe(f"{code}: {message}")) from exc
             throttled = code in THROTTLE_CODES or status in THROTTLE_STATUSES
             if throttled or code in TRANSIENT_CODES or status in TRANSIENT_STATUSES:
-                return _Failure(Outcome.TRANSIENT, f"{code}: {message}", throttled)
-            return _Failure(Outcome.PERMANENT, f"{code}: {message}")
+                return Failure(Outcome.TRANSIENT, f"{code}: {message}", throttled)
+            return Failure(Outcome.PERMANENT, f"{code}: {message}")
         if isinstance(exc, (NoCredentialsError, PartialCredentialsError)):
             raise StorageUnavailable(self._describe(str(exc))) from exc
         # The text of these errors contains the request URL, which for a HEAD
         # or a listing contains the key, so only the type is reported.
         if isinstance(exc, NETWORK_ERRORS):
-            return _Failure(Outcome.TRANSIENT, f"{type(exc).__name__}: no answer from the endpoint")
-        return _Failure(Outcome.PERMANENT, type(exc).__name__)
-
-
-class _Failure(NamedTuple):
-    """What one request (or one entry of its answer) says about a key."""
-
-    outcome: Outcome
-    reason: str
-    throttled: bool = False
-
-
-_DELETED = _Failure(Outcome.DELETED, "")
-_NO_ANSWER = _Failure(Outcome.TRANSIENT, "storage returned no result for this key")
-
-
-def _error_parts(exc: ClientError) -> tuple[str, int | None, str]:
-    error = exc.response.get("Error", {})
-    status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
-    return str(error.get("Code", "")), status, str(error.get("Message", ""))
-
-
-def _key_error_outcome(code: str) -> Outcome:
-    if code in ABSENT_CODES:
-        return Outcome.ABSENT
-    if code in TRANSIENT_CODES:
-        return Outcome.TRANSIENT
-    return Outcome.PERMANENT
-
-
-def _scrub(message: str, *keys: str) -> str:
-    for key in sorted(keys, key=len, reverse=True):
-        # A very short key identifies no one, and replacing it would mangle
-        # ordinary words of the message.
-        if len(key) >= 8:
-            message = message.replace(key, "<key>")
-    return message
+            return Failure(Outcome.TRANSIENT, f"{type(exc).__name__}: no answer from the endpoint")
+        return Failure(Outcome.PERMANENT, type(exc).__name__)
 
 
 def _chunks(items: Sequence[_Target], size: int) -> Iterator[Sequence[_Target]]:

@@ -64,7 +64,7 @@ def test_deletions__each_receipt_carries_the_evidence(client, acme, make_policy,
     }
     # The proof is the one a customer verifies offline.
     from retention.receipts import verify_receipt
-    from retention.services.evidence import chain_head, receipt_for
+    from retention.selectors.evidence import chain_head, receipt_for
 
     assert verify_receipt(receipt_for(event), chain_head()) == []
     assert by_record[absent.pk]["outcome"] == "already_absent"

@@ -16,7 +16,7 @@ from django.db import connections
 
 from retention import engine
 from retention.models import DeletionEvent, EventBatch, RunMode
-from retention.services.evidence import chain_head, receipt_for
+from retention.selectors.evidence import chain_head, receipt_for
 from tests.helpers import put_tracked
 
 REPO = Path(__file__).resolve().parents[2]
@@ -66,7 +66,7 @@ def test_verify__an_edited_event_is_named(chained):
 @pytest.mark.django_db
 def test_verify__an_event_edited_with_its_hash_breaks_its_batch_root(chained):
     from retention import evidence
-    from retention.services.evidence import event_fields
+    from retention.selectors.evidence import event_fields
 
     victim = DeletionEvent.objects.filter(batch=chained[1]).first()
     victim.reason = "nothing to see"

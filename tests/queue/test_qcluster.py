@@ -37,7 +37,7 @@ from retention.models import (
     RunStatus,
     RunTrigger,
 )
-from retention.services.evidence import VerifyResult, chain_verify
+from retention.selectors.evidence import VerifyResult, chain_verify
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 

@@ -7,13 +7,8 @@ from datetime import timedelta
 import pytest
 
 from retention.models import DeletionEvent, EventOutcome, RetentionRecord
-from retention.selectors.tenant import (
-    deletion_receipt_rows,
-    deletion_receipts,
-    duration_words,
-    record_retention_explain,
-    tenant_record_get,
-)
+from retention.selectors.explain import duration_words, record_retention_explain, tenant_record_get
+from retention.selectors.tenant import deletion_receipt_rows, deletion_receipts
 from tests.helpers import put_tracked
 
 pytestmark = pytest.mark.django_db

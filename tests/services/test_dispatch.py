@@ -36,6 +36,7 @@ from retention.engine import (
     WATCHDOG_SCHEDULE,
     schedule_slot_for,
 )
+from retention.exceptions import RecordBeingDisposed
 from retention.guard import GuardReading
 from retention.models import (
     BatchState,
@@ -163,7 +164,8 @@ def test_dispatch__one_task_per_batch_and_every_expired_object_deleted(make_poli
     assert dispatch(run, queue) == RunStatus.FINISHED
 
     run.refresh_from_db()
-    assert [len(batch["items"]) for batch in queue.batches] == [3, 3, 1]
+    assert sorted(RunBatch.objects.values_list("size", flat=True), reverse=True) == [3, 3, 1]
+    assert len(queue.batches) == 3
     assert (run.eligible, run.claimed, run.deleted) == (7, 7, 7)
     assert not any(exists(r) for r in records) and exists(kept)
     assert set(RunBatch.objects.values_list("state", flat=True)) == {BatchState.DONE}
@@ -192,7 +194,8 @@ def test_dispatch__a_row_the_claims_went_past_is_taken_by_the_final_pass(
     assert dispatch(run, queue) == RunStatus.FINISHED
 
     run.refresh_from_db()
-    assert [batch["items"][0][0] for batch in queue.batches] == [
+    deleted_in_order = DeletionEvent.objects.filter(outcome=EventOutcome.DELETED).order_by("id")
+    assert list(deleted_in_order.values_list("record", flat=True)) == [
         others[0].pk,
         others[1].pk,
         held.pk,
@@ -201,16 +204,20 @@ def test_dispatch__a_row_the_claims_went_past_is_taken_by_the_final_pass(
     assert not any(exists(r) for r in [held, *others])
 
 
-def test_batch__payload_has_ids_and_row_versions_but_no_object_key(make_policy, now):
+def test_batch__payload_names_its_run_and_class_but_no_record_and_no_object_key(make_policy, now):
     make_policy(batch_size=10)
     records = seed(2, now)
     queue = Queue(FakeTime(now))
     queue.deliver = queue.run_batch
-    dispatch(enqueue(now, queue), queue)
+    run = enqueue(now, queue)
+    dispatch(run, queue)
 
+    # The batch claims its own page on the worker: nothing of it waits in the broker.
     (payload,) = queue.batches
-    assert sorted(payload["items"]) == sorted([r.pk, r.row_version] for r in records)
+    (batch,) = RunBatch.objects.all()
+    assert payload == {"run_id": str(run.pk), "token": str(batch.token), "data_class": "idv.photo"}
     assert not any(r.object_key in repr(payload) for r in records)
+    assert batch.size == 2 and not any(exists(r) for r in records)
 
 
 def test_batch__delivered_twice_deletes_once_and_records_once(make_policy, now):
@@ -288,14 +295,25 @@ def test_batch__lost_by_the_broker_is_claimed_again_after_its_lease(make_policy,
     assert queue.clock.now >= now + timedelta(seconds=30)
 
 
-def test_batch__renewed_after_claim_is_skipped_by_the_worker(make_policy, now):
+def test_batch__renewed_before_its_batch_claims_is_kept_and_after_is_refused(make_policy, now):
     make_policy(batch_size=10)
     renewed, other = seed(2, now)
     queue = Queue(FakeTime(now))
+    refused: list[Exception] = []
+
+    class RenewsDuringDelete(ObjectDisposer):
+        def dispose(self, items: Sequence[DisposalItem], **kwargs: Any) -> Any:
+            # Claimed and marked: a renewal now would pretend a gone object was kept.
+            try:
+                api.renew(RetentionRecord.objects.get(pk=other.pk), now=now)
+            except RecordBeingDisposed as exc:
+                refused.append(exc)
+            return super().dispose(items, **kwargs)
 
     def renew_then_run(payload: dict[str, Any]) -> None:
+        # The batch has not claimed yet: the renewal wins, the record is not eligible.
         api.renew(RetentionRecord.objects.get(pk=renewed.pk), now=now)
-        queue.run_batch(payload)
+        queue.run_batch(payload, disposer=RenewsDuringDelete())
 
     queue.deliver = renew_then_run
     run = enqueue(now, queue)
@@ -304,8 +322,9 @@ def test_batch__renewed_after_claim_is_skipped_by_the_worker(make_policy, now):
     renewed.refresh_from_db()
     run.refresh_from_db()
     assert renewed.state == RecordState.ACTIVE and exists(renewed)
-    assert events(renewed) == [EventOutcome.SKIPPED_RENEWED]
-    assert not exists(other) and run.deleted == 1
+    assert events(renewed) == []
+    assert len(refused) == 1 and not exists(other) and run.deleted == 1
+    assert events(other) == [EventOutcome.DELETED]
 
 
 def test_dispatch__respects_the_global_limit_of_batches_in_flight(make_policy, now, settings):
@@ -417,7 +436,7 @@ def test_dispatch__no_task_holds_a_worker_for_more_than_one_page(make_policy, no
 
     run.refresh_from_db()
     assert run.status == RunStatus.FINISHED and run.deleted == 7
-    assert [len(batch["items"]) for batch in queue.batches] == [2, 2, 2, 1]
+    assert sorted(RunBatch.objects.values_list("size", flat=True), reverse=True) == [2, 2, 2, 1]
     assert not any(exists(r) for r in records)
 
 

@@ -31,7 +31,7 @@ from retention.models import (
     RunStatus,
 )
 from retention.pacing import UnlimitedGate
-from retention.services.evidence import VerifyResult, chain_verify
+from retention.selectors.evidence import VerifyResult, chain_verify
 from retention.storage import KeyResult, get_adapter
 from retention.storage.s3 import S3Adapter
 from tests.helpers import add_s3_storage, enforce

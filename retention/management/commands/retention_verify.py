@@ -9,7 +9,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils.dateparse import parse_datetime
 
-from retention.services.evidence import VerifyResult, chain_head, chain_verify
+from retention.selectors.evidence import VerifyResult, chain_head, chain_verify
 
 
 def _when(value: str) -> datetime:

@@ -1,0 +1,76 @@
+"""The deletion contract as tables (SPEC §2), one module per area.
+
+Invariants that must never break live in the database as constraints, not
+only in services: one approved version per policy, an approver who is not the
+author, one event per idempotency key, states from a closed set.
+"""
+
+from retention.models.control import (
+    KillSwitch,
+)
+from retention.models.events import (
+    ChainHead,
+    DeletionEvent,
+    EventBatch,
+    EventOutcome,
+)
+from retention.models.policies import (
+    DataClassMode,
+    Disposition,
+    Policy,
+    PolicyVersion,
+    PolicyVersionStatus,
+    data_class_validator,
+)
+from retention.models.records import (
+    AnyOf,
+    HoldQuerySet,
+    LegalHold,
+    RecordQuerySet,
+    RecordState,
+    RetentionRecord,
+    active_holds_matching,
+)
+from retention.models.runs import (
+    RUN_COUNT_FIELDS,
+    BatchState,
+    RateGateState,
+    Run,
+    RunBatch,
+    RunExecutor,
+    RunLease,
+    RunMode,
+    RunStatus,
+    RunTrigger,
+)
+
+__all__ = [
+    "AnyOf",
+    "BatchState",
+    "ChainHead",
+    "DataClassMode",
+    "DeletionEvent",
+    "Disposition",
+    "EventBatch",
+    "EventOutcome",
+    "HoldQuerySet",
+    "KillSwitch",
+    "LegalHold",
+    "Policy",
+    "PolicyVersion",
+    "PolicyVersionStatus",
+    "RUN_COUNT_FIELDS",
+    "RateGateState",
+    "RecordQuerySet",
+    "RecordState",
+    "RetentionRecord",
+    "Run",
+    "RunBatch",
+    "RunExecutor",
+    "RunLease",
+    "RunMode",
+    "RunStatus",
+    "RunTrigger",
+    "active_holds_matching",
+    "data_class_validator",
+]

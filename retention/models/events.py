@@ -1,0 +1,113 @@
+"""The append-only deletion events and the hash chain over them."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from django.db import models
+from django.db.models import Q
+
+from retention.models.policies import Disposition, PolicyVersion
+from retention.models.records import RetentionRecord
+from retention.models.runs import Run
+
+if TYPE_CHECKING:
+    pass
+
+
+class EventOutcome(models.TextChoices):
+    DELETED = "deleted", "Deleted"
+    ALREADY_ABSENT = "already_absent", "Already absent"
+    SKIPPED_HELD = "skipped_held", "Skipped: legal hold"
+    SKIPPED_RENEWED = "skipped_renewed", "Skipped: renewed"
+    RETRY_SCHEDULED = "retry_scheduled", "Transient error, retry scheduled"
+    FAILED = "failed", "Failed"
+
+
+class DeletionEvent(models.Model):
+    """Append-only evidence of one decision about one record.
+
+    Carries a keyed digest of the object key, never the key or a URL.
+    """
+
+    id = models.BigAutoField(primary_key=True)
+    idempotency_key = models.CharField(max_length=200, unique=True)
+    # No index of its own: retention_event_record (record, id) serves every
+    # look-up by record, and each index costs every page of events a write.
+    record = models.ForeignKey(
+        RetentionRecord, on_delete=models.PROTECT, related_name="events", db_index=False
+    )
+    run = models.ForeignKey(
+        Run, null=True, blank=True, on_delete=models.PROTECT, related_name="events"
+    )
+    tenant_id = models.CharField(max_length=100)
+    data_class = models.CharField(max_length=100)
+    policy_version = models.ForeignKey(PolicyVersion, on_delete=models.PROTECT, related_name="+")
+    policy_key = models.CharField(max_length=100)
+    policy_version_number = models.PositiveIntegerField()
+    disposition = models.CharField(max_length=20, choices=Disposition.choices)
+    outcome = models.CharField(max_length=20, choices=EventOutcome.choices)
+    attempt = models.PositiveIntegerField()
+    reason = models.TextField(blank=True)
+    key_digest = models.CharField(max_length=64)
+    expires_at = models.DateTimeField()
+    occurred_at = models.DateTimeField()
+    # Tamper evidence: the leaf hash of this event, and its place in a batch.
+    batch = models.ForeignKey(
+        "EventBatch", null=True, blank=True, on_delete=models.PROTECT, related_name="events"
+    )
+    leaf_index = models.PositiveIntegerField(null=True, blank=True)
+    event_hash = models.CharField(max_length=64, blank=True)
+
+    class Meta:
+        ordering = ["id"]
+        indexes = [
+            models.Index(fields=["tenant_id", "occurred_at"], name="retention_event_tenant"),
+            models.Index(fields=["record", "id"], name="retention_event_record"),
+        ]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(outcome__in=EventOutcome.values), name="retention_event_outcome_valid"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"Event #{self.pk} record {self.record_id}: {self.outcome}"
+
+
+class EventBatch(models.Model):
+    """The events recorded together, hashed into a Merkle root and chained."""
+
+    seq = models.PositiveBigIntegerField(unique=True)
+    run = models.ForeignKey(Run, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+    size = models.PositiveIntegerField()
+    root = models.CharField(max_length=64)
+    previous_chain = models.CharField(max_length=64)
+    chain = models.CharField(max_length=64, unique=True)
+    created_at = models.DateTimeField(db_index=True)
+
+    class Meta:
+        ordering = ["seq"]
+        verbose_name_plural = "event batches"
+        constraints = [
+            models.CheckConstraint(condition=Q(size__gte=1), name="retention_batch_not_empty"),
+        ]
+
+    def __str__(self) -> str:
+        return f"Batch {self.seq} ({self.size} events)"
+
+
+class ChainHead(models.Model):
+    """A single row: the last batch's seq and chain hash; its lock orders appends."""
+
+    id = models.PositiveSmallIntegerField(primary_key=True, default=1, editable=False)
+    seq = models.PositiveBigIntegerField(default=0)
+    chain = models.CharField(max_length=64, default="0" * 64)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(condition=Q(id=1), name="retention_chainhead_singleton")
+        ]
+
+    def __str__(self) -> str:
+        return f"Chain head at batch {self.seq}"

@@ -1,0 +1,152 @@
+"""Policies and their numbered, immutable versions (four-eyes, lock)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import TYPE_CHECKING
+
+from django.conf import settings
+from django.core.validators import RegexValidator
+from django.db import models
+from django.db.models import Q
+
+if TYPE_CHECKING:
+    pass
+
+
+data_class_validator = RegexValidator(
+    r"^[a-z0-9][a-z0-9._-]*$",
+    "A data class is lower-case letters, digits, '.', '_' or '-', e.g. 'idv.photo'.",
+)
+
+
+class DataClassMode(models.TextChoices):
+    REPORT_ONLY = "report_only", "Report only"
+    ENFORCE = "enforce", "Enforce"
+
+
+class Policy(models.Model):
+    """One data class and the enforcement mode it is in.
+
+    The rules themselves live in immutable, numbered PolicyVersions.
+    """
+
+    data_class = models.CharField(max_length=100, unique=True, validators=[data_class_validator])
+    description = models.TextField(blank=True)
+    mode = models.CharField(
+        max_length=20, choices=DataClassMode.choices, default=DataClassMode.REPORT_ONLY
+    )
+    mode_changed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    mode_changed_at = models.DateTimeField(null=True, blank=True)
+    reviewed_dry_run = models.ForeignKey(
+        "Run", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        verbose_name_plural = "policies"
+        ordering = ["data_class"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(mode__in=DataClassMode.values), name="retention_policy_mode_valid"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.data_class
+
+    @property
+    def key(self) -> str:
+        return self.data_class
+
+
+class PolicyVersionStatus(models.TextChoices):
+    DRAFT = "draft", "Draft"
+    SUBMITTED = "submitted", "Submitted"
+    APPROVED = "approved", "Approved (in force)"
+    SUPERSEDED = "superseded", "Superseded"
+    RETIRED = "retired", "Retired"
+
+
+class Disposition(models.TextChoices):
+    DELETE = "delete", "Delete"
+    REDACT = "redact", "Redact (database records)"
+
+
+class PolicyVersion(models.Model):
+    policy = models.ForeignKey(Policy, on_delete=models.PROTECT, related_name="versions")
+    number = models.PositiveIntegerField()
+    status = models.CharField(
+        max_length=20, choices=PolicyVersionStatus.choices, default=PolicyVersionStatus.DRAFT
+    )
+    retention_period = models.DurationField()
+    safety_margin = models.DurationField(default=timedelta(0))
+    disposition = models.CharField(
+        max_length=20, choices=Disposition.choices, default=Disposition.DELETE
+    )
+    erase_all_versions = models.BooleanField(
+        default=False, help_text="On versioned buckets, delete every version of the exact key."
+    )
+    batch_size = models.PositiveIntegerField(default=500)
+    rate_limit = models.FloatField(
+        null=True, blank=True, help_text="Deletes per second; empty means unpaced."
+    )
+    max_attempts = models.PositiveIntegerField(null=True, blank=True)
+    owner = models.CharField(max_length=200, blank=True)
+    locked = models.BooleanField(
+        default=False, help_text="A locked policy can only be lengthened, never shortened."
+    )
+    notes = models.TextField(blank=True)
+
+    author = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    created_at = models.DateTimeField()
+    submitted_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    submitted_at = models.DateTimeField(null=True, blank=True)
+    approver = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    approved_at = models.DateTimeField(null=True, blank=True)
+    superseded_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["policy", "-number"]
+        permissions = [
+            ("approve_policyversion", "Can approve policy versions"),
+            ("retire_policyversion", "Can retire policy versions"),
+        ]
+        constraints = [
+            models.UniqueConstraint(fields=["policy", "number"], name="retention_pv_unique_number"),
+            models.UniqueConstraint(
+                fields=["policy"],
+                condition=Q(status=PolicyVersionStatus.APPROVED),
+                name="retention_pv_one_approved_per_policy",
+            ),
+            models.CheckConstraint(
+                condition=Q(approver__isnull=True) | ~Q(approver=models.F("author")),
+                name="retention_pv_four_eyes",
+            ),
+            models.CheckConstraint(
+                condition=~Q(status=PolicyVersionStatus.APPROVED)
+                | (Q(approver__isnull=False) & Q(approved_at__isnull=False)),
+                name="retention_pv_approved_has_approver",
+            ),
+            models.CheckConstraint(
+                condition=Q(status__in=PolicyVersionStatus.values), name="retention_pv_status_valid"
+            ),
+            models.CheckConstraint(
+                condition=Q(retention_period__gte=timedelta(0))
+                & Q(safety_margin__gte=timedelta(0)),
+                name="retention_pv_durations_non_negative",
+            ),
+            models.CheckConstraint(
+                condition=Q(batch_size__gte=1) & Q(batch_size__lte=10000),
+                name="retention_pv_batch_size_range",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.policy.data_class} v{self.number} ({self.status})"

@@ -26,6 +26,7 @@ from django.db.models import F
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+from retention.conf import settings
 from retention.disposal import Disposer
 from retention.engine.claims import (
     CLAIM_FIELDS,
@@ -113,7 +114,10 @@ def _claim(run: Run, batch: RunBatch, now: datetime) -> Claim:
     """
     with transaction.atomic():
         locked = Run.objects.select_for_update().get(pk=run.pk)
-        stepper = Stepper(run=locked, clock=lambda: now)
+        # The lease covers the rate gate's pacing behind every batch in flight.
+        stepper = Stepper(
+            run=locked, clock=lambda: now, pages_in_flight=settings.MAX_BATCHES_IN_FLIGHT
+        )
         rules = run_rules(locked)[batch.data_class]
         size = stepper.page_size(rules)
         report = dict(locked.report) if isinstance(locked.report, dict) else {}

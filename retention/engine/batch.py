@@ -150,29 +150,25 @@ def _claim_next(
     token: uuid.UUID,
 ) -> Claim:
     """As ``records_claim_next``, under the batch's own token."""
-    after = cursors.get(data_class)
-    page = records_claim(
-        run=run,
-        data_class=data_class,
-        limit=size,
-        now=now,
-        lease_seconds=lease_seconds,
-        start_disposal=True,
-        after=after,
-        token=token,
-    )
-    if not page.items and after is not None:
-        page = records_claim(
+
+    def page(after: tuple[datetime, int] | None) -> Claim:
+        return records_claim(
             run=run,
             data_class=data_class,
             limit=size,
             now=now,
             lease_seconds=lease_seconds,
             start_disposal=True,
+            after=after,
             token=token,
         )
-    cursors[data_class] = claim_cursor(page)
-    return page
+
+    after = cursors.get(data_class)
+    claim = page(after)
+    if not claim.items and after is not None:
+        claim = page(None)
+    cursors[data_class] = claim_cursor(claim)
+    return claim
 
 
 def _cursors(report: dict[str, Any]) -> Cursors:

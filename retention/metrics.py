@@ -30,11 +30,7 @@ from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from retention.conf import settings
-from retention.counters import (  # noqa: F401  (re-exported for scrapers and tests)
-    CLAIMED,
-    REGISTRY,
-    count_on_commit,
-)
+from retention.counters import CLAIMED, REGISTRY  # noqa: F401  (CLAIMED: read by tests)
 from retention.selectors.health import deleting_counts, lag_check
 
 logger = logging.getLogger("retention.metrics")

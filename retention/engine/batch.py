@@ -33,9 +33,8 @@ from retention.engine.claims import (
     Claim,
     ClaimedItem,
     Cursors,
-    claim_cursor,
     claimed_item,
-    records_claim,
+    records_claim_next,
 )
 from retention.engine.events import ClaimOutcome
 from retention.engine.page import Clock, claim_dispose
@@ -125,8 +124,15 @@ def _claim(run: Run, batch: RunBatch, now: datetime) -> Claim:
         claim = Claim(run.pk, batch.token, class_cutoff(locked, batch.data_class), ())
         if size > 0:
             lease_seconds = stepper.page_lease_seconds(size, rules)
-            claim = _claim_next(
-                locked, batch.data_class, cursors, size, now, lease_seconds, batch.token
+            claim = records_claim_next(
+                cursors=cursors,
+                run=locked,
+                data_class=batch.data_class,
+                limit=size,
+                now=now,
+                lease_seconds=lease_seconds,
+                start_disposal=True,
+                token=batch.token,
             )
         report["cursors"] = {
             name: [cursor[0].isoformat(), cursor[1]] if cursor else None
@@ -137,37 +143,6 @@ def _claim(run: Run, batch: RunBatch, now: datetime) -> Claim:
             size=len(claim),
             lease_expires_at=now + timedelta(seconds=claim.lease_seconds),
         )
-    return claim
-
-
-def _claim_next(
-    run: Run,
-    data_class: str,
-    cursors: Cursors,
-    size: int,
-    now: datetime,
-    lease_seconds: float,
-    token: uuid.UUID,
-) -> Claim:
-    """As ``records_claim_next``, under the batch's own token."""
-
-    def page(after: tuple[datetime, int] | None) -> Claim:
-        return records_claim(
-            run=run,
-            data_class=data_class,
-            limit=size,
-            now=now,
-            lease_seconds=lease_seconds,
-            start_disposal=True,
-            after=after,
-            token=token,
-        )
-
-    after = cursors.get(data_class)
-    claim = page(after)
-    if not claim.items and after is not None:
-        claim = page(None)
-    cursors[data_class] = claim_cursor(claim)
     return claim
 
 

@@ -24,6 +24,7 @@ from retention.engine.rules import class_cutoff, run_scope
 from retention.models import (
     Policy,
     PolicyVersion,
+    RecordQuerySet,
     RecordState,
     RetentionRecord,
     Run,
@@ -227,10 +228,7 @@ def records_claim(
     lease_until = now + timedelta(seconds=lease_seconds)
     with transaction.atomic():
         candidates = (
-            run_scope(run)
-            .filter(data_class=data_class)
-            .claimable(cutoff=cutoff, now=now)
-            .not_held()
+            _claimable(run, data_class, cutoff, now)
             .filter(_after_q(after))
             .order_by("expires_at", "id")
             .select_for_update(skip_locked=True, of=("self",))
@@ -251,6 +249,11 @@ def records_claim(
         lease_seconds=lease_seconds,
         rechecked=start_disposal,
     )
+
+
+def _claimable(run: Run, data_class: str, cutoff: datetime, now: datetime) -> RecordQuerySet:
+    """The rows of the class a claim may take now: expired, free, under no hold."""
+    return run_scope(run).filter(data_class=data_class).claimable(cutoff=cutoff, now=now).not_held()
 
 
 def _after_q(after: tuple[datetime, int] | None) -> Q:
@@ -302,10 +305,7 @@ def claim_release(token: uuid.UUID) -> int:
 def claimable_count(*, run: Run, data_class: str, now: datetime, up_to: int) -> int:
     """How many rows a claim could take now (at most ``up_to``): no lock taken."""
     ids = (
-        run_scope(run)
-        .filter(data_class=data_class)
-        .claimable(cutoff=class_cutoff(run, data_class), now=now)
-        .not_held()
+        _claimable(run, data_class, class_cutoff(run, data_class), now)
         .order_by("expires_at", "id")
         .values_list("id", flat=True)[:up_to]
     )

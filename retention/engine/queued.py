@@ -33,7 +33,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from django.db import transaction
-from django.db.models import Count
+from django.db.models import Count, QuerySet
 from django.utils import timezone
 
 from retention.conf import settings
@@ -253,16 +253,21 @@ def _publish_failures_count(run: Run, failed: int, now: datetime) -> int:
     return streak
 
 
+def batches_in_flight(now: datetime) -> QuerySet[RunBatch]:
+    """Published batches that may still be working: queued, their lease not lapsed."""
+    return RunBatch.objects.filter(state=BatchState.QUEUED, lease_expires_at__gte=now)
+
+
 def _in_flight(run: Run, now: datetime) -> int:
-    """This run's published batches that may still be working (lapsed ones expire)."""
+    """This run's batches in flight; its lapsed ones are marked expired."""
     RunBatch.objects.filter(run=run, state=BatchState.QUEUED, lease_expires_at__lt=now).update(
         state=BatchState.EXPIRED
     )
-    return RunBatch.objects.filter(run=run, state=BatchState.QUEUED).count()
+    return batches_in_flight(now).filter(run=run).count()
 
 
 def _global_in_flight(now: datetime) -> int:
-    return RunBatch.objects.filter(state=BatchState.QUEUED, lease_expires_at__gte=now).count()
+    return batches_in_flight(now).count()
 
 
 def _deferral_start(run: Run, reading: GuardReading, now: datetime) -> None:

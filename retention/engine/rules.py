@@ -79,10 +79,10 @@ def run_rules(run: Run) -> dict[str, ClassRules]:
 
 def class_cutoff(run: Run, data_class: str) -> datetime:
     """start − the class's own safety margin, fixed when the run started."""
-    rules = _stored_rules(run).get(data_class)
-    if not rules:
+    stored = _stored_rules(run).get(data_class)
+    if not stored:
         return run.cutoff
-    return run.started_at - timedelta(seconds=rules["safety_margin_seconds"])
+    return run.started_at - ClassRules.from_json(data_class, stored).safety_margin
 
 
 def run_scope(run: Run) -> RecordQuerySet:

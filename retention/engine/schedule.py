@@ -20,9 +20,9 @@ from django_q.models import Schedule
 
 from retention.conf import settings
 from retention.engine.publish import Publish, dispatcher_publish, run_enqueue
-from retention.engine.queued import run_advance
+from retention.engine.queued import batches_in_flight, run_advance
 from retention.exceptions import RunRefused
-from retention.models import BatchState, Run, RunBatch, RunExecutor, RunMode, RunStatus, RunTrigger
+from retention.models import Run, RunExecutor, RunMode, RunStatus, RunTrigger
 
 logger = logging.getLogger("retention.dispatch")
 
@@ -90,9 +90,7 @@ def runs_resume_stalled(*, now: datetime, publish: Publish | None = None) -> lis
     a new one.
     """
     grace = now - timedelta(seconds=settings.DISPATCHER_LEASE_SECONDS)
-    live = RunBatch.objects.filter(
-        run=OuterRef("pk"), state=BatchState.QUEUED, lease_expires_at__gte=now
-    )
+    live = batches_in_flight(now).filter(run=OuterRef("pk"))
     stalled: list[Run] = []
     for run in (
         Run.objects.filter(status=RunStatus.RUNNING, executor=RunExecutor.QUEUE)

@@ -7,10 +7,12 @@ services behind them may change.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
+from django.db import models
 from django.utils import timezone
 
 from retention import services
@@ -30,6 +32,8 @@ from retention.exceptions import (
     UnknownDataClass,
 )
 from retention.models import KillSwitch, LegalHold, Policy, PolicyVersion, RetentionRecord
+from retention.rows import registry
+from retention.rows.registry import Evidence, RowClass, Scope
 
 __all__ = [
     "EnforcementNotAllowed",
@@ -51,6 +55,8 @@ __all__ = [
     "pause",
     "place_hold",
     "propose_policy_version",
+    "register_model",
+    "registered",
     "release_hold",
     "renew",
     "resume",
@@ -65,6 +71,46 @@ def _now(now: datetime | None) -> datetime:
     if timezone.is_naive(now):
         raise ValueError("now must be an aware datetime (UTC).")
     return now
+
+
+def register_model(
+    model: type[models.Model],
+    *,
+    data_class: str,
+    age_field: str | None = None,
+    expires_field: str | None = None,
+    tenant_field: str | None = None,
+    scope: Scope | None = None,
+    redact: Mapping[str, Any] | None = None,
+    files: tuple[str, ...] | list[str] = (),
+    evidence: Evidence = "per_row",
+) -> RowClass:
+    """Govern a host model's rows as the data class ``data_class``; call it in ``ready()``.
+
+    Rows come due by ``age_field`` (their own timestamp, against a run's
+    cutoff) or ``expires_field`` (a deadline the host fills): exactly one.
+    ``tenant_field`` (a column or a path such as ``"account__tenant_id"``)
+    lets tenant holds and reports reach the rows; ``scope`` narrows the
+    queryset; ``redact`` maps fields to ``retention.redaction`` strategies
+    for the redact disposition; ``files`` names FileFields whose files go
+    with the row. What cannot work is reported by ``manage.py check``.
+    """
+    return registry.register_model(
+        model,
+        data_class=data_class,
+        age_field=age_field,
+        expires_field=expires_field,
+        tenant_field=tenant_field,
+        scope=scope,
+        redact=redact,
+        files=files,
+        evidence=evidence,
+    )
+
+
+def registered(**options: Any) -> Callable[[type[models.Model]], type[models.Model]]:
+    """The decorator form of ``register_model``: ``@registered(data_class=..., age_field=...)``."""
+    return registry.registered(**options)
 
 
 def track(
@@ -139,14 +185,17 @@ def place_hold(
     tenant_id: str | None = None,
     data_class: str | None = None,
     record: RetentionRecord | None = None,
+    subject: models.Model | None = None,
     now: datetime | None = None,
 ) -> LegalHold:
+    """Place a legal hold; ``subject=instance`` holds one row of a registered model."""
     return services.legal_hold_place(
         reason=reason,
         placed_by=placed_by,
         tenant_id=tenant_id,
         data_class=data_class,
         record=record,
+        subject=subject,
         now=_now(now),
     )
 

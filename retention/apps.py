@@ -17,3 +17,4 @@ class RetentionConfig(AppConfig):
 
     def ready(self) -> None:
         from retention import checks  # noqa: F401  (registers the system checks)
+        from retention.rows import checks as row_checks  # noqa: F401  (and those of model rows)

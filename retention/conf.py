@@ -64,6 +64,16 @@ class RetentionSettings:
         return int(self._get("MAX_BATCHES_IN_FLIGHT", 4))
 
     @property
+    def ROWS_LOCK_TIMEOUT_MS(self) -> int:
+        """Model rows: how long a page waits for a row or table lock before it gives up."""
+        return int(self._get("ROWS_LOCK_TIMEOUT_MS", 5000))
+
+    @property
+    def ROWS_STATEMENT_TIMEOUT_MS(self) -> int:
+        """Model rows: the longest one statement of a page may run."""
+        return int(self._get("ROWS_STATEMENT_TIMEOUT_MS", 60000))
+
+    @property
     def DISPATCHER_LEASE_SECONDS(self) -> float:
         """How long a queued run's first task may take to arm it; then the watchdog re-arms it."""
         return float(self._get("DISPATCHER_LEASE_SECONDS", 60))

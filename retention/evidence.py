@@ -4,7 +4,10 @@ Pure functions, no database: the same code verifies the chain in
 ``retention_verify`` and a single receipt offline, and docs/evidence.md documents
 the algorithm so a customer can re-implement it.
 
-- An event's leaf hash is SHA-256(0x00 || canonical JSON of its fields).
+- An event's leaf hash is SHA-256(0x00 || canonical JSON of its fields). An
+  event about database rows (``kind`` "row") also hashes ``kind``,
+  ``row_count``, ``first_pk`` and ``last_pk``; an event about a tracked object
+  hashes the fields it always did, so chains written before stay valid.
 - The events finalized together form a batch whose root is the RFC 6962
   Merkle Tree Hash of their leaves (in leaf order); interior nodes are
   SHA-256(0x01 || left || right).
@@ -43,8 +46,11 @@ LEAF_FIELDS = (
     "occurred_at",
 )
 
+# Hashed as well by the events of database rows (kind "row").
+ROW_LEAF_FIELDS = ("kind", "row_count", "first_pk", "last_pk")
 
 _SORTED_FIELDS = tuple(sorted(LEAF_FIELDS))
+_SORTED_ROW_FIELDS = tuple(sorted(LEAF_FIELDS + ROW_LEAF_FIELDS))
 # One encoder for every call: json.dumps builds a new one per call when given
 # options, which is most of the cost of hashing a page of events.
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
@@ -65,10 +71,11 @@ def timestamp(value: datetime) -> str:
 
 def canonical(fields: Mapping[str, Any]) -> bytes:
     """Sorted keys, no whitespace, UTF-8: the same bytes for the same fields."""
+    names = _SORTED_ROW_FIELDS if fields.get("kind") == "row" else _SORTED_FIELDS
     try:
-        body = {name: fields[name] for name in _SORTED_FIELDS}
+        body = {name: fields[name] for name in names}
     except KeyError:
-        missing = [name for name in LEAF_FIELDS if name not in fields]
+        missing = [name for name in names if name not in fields]
         raise ValueError(f"event fields missing: {', '.join(missing)}") from None
     return _ENCODER.encode(body).encode()
 

@@ -61,6 +61,9 @@ def summary_lines(run: RunModel) -> list[str]:
                 if data.get("mode") == ("report_only")
                 else ""
             )
+            if data.get("kind") == "rows":
+                lines.append(_rows_dry_run_line(name, data, note))
+                continue
             lines.append(
                 f"    {name}: would delete {data['eligible']}, held {data['held']}, "
                 f"oldest expired {data['oldest_eligible_at'] or 'none'}{note}"
@@ -80,6 +83,11 @@ def summary_lines(run: RunModel) -> list[str]:
         f"  Eligible {run.eligible} (oldest expired {oldest}); claimed {run.claimed}; "
         f"deleted {run.deleted}; already absent {run.already_absent}."
     )
+    if run.redacted or run.skipped_protected:
+        lines.append(
+            f"  Rows redacted {run.redacted}; rows kept by a PROTECT relation "
+            f"{run.skipped_protected}."
+        )
     lines.append(
         f"  Kept: {run.skipped_held} under legal hold, {run.skipped_renewed} renewed; "
         f"deferred {run.deferred}; retries scheduled {run.retried}; failed {run.failed}."
@@ -89,3 +97,19 @@ def summary_lines(run: RunModel) -> list[str]:
     if run.status == RunStatus.FINISHED and not run.data_classes:
         lines.append("  No data class is in enforce mode: nothing to delete.")
     return lines
+
+
+def _rows_dry_run_line(name: str, data: dict[str, Any], note: str) -> str:
+    """A class of model rows in a dry run: what would go, and what would go with it."""
+    verb = "would redact" if data.get("disposition") == "redact" else "would delete"
+    line = (
+        f"    {name} (rows of {data.get('model')}): {verb} {data['eligible']}, "
+        f"held {data['held']}, protected {data.get('protected', 0)}, "
+        f"oldest {data['oldest_eligible_at'] or 'none'}{note}"
+    )
+    related = data.get("related")
+    if related and (related.get("deletes") or related.get("nulls")):
+        parts = [f"deletes {n} {m}" for m, n in related["deletes"].items()]
+        parts += [f"sets {n} {m} to null" for m, n in related["nulls"].items()]
+        line += f"\n      with the first {related['measured_rows']} rows: " + ", ".join(parts)
+    return line

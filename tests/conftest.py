@@ -158,3 +158,14 @@ def make_policy(author: Any, approver: Any, now: datetime) -> Any:
         return version
 
     return make
+
+
+@pytest.fixture
+def row_registry() -> Any:
+    """The registry of model rows; what a test registers is forgotten after it."""
+    from retention.rows import registry
+
+    before = registry.row_classes()
+    yield registry
+    registry._registry.clear()
+    registry._registry.update(before)

@@ -14,3 +14,6 @@ from config.settings import Q_CLUSTER
 
 Q_CLUSTER.pop("redis", None)
 Q_CLUSTER["orm"] = "default"
+
+# Host models for the tests of model rows as data classes (issue 14).
+INSTALLED_APPS = [*INSTALLED_APPS, "tests.rowhost.apps.RowHostConfig"]  # noqa: F405

@@ -29,15 +29,11 @@ from retention.admin.base import (
 from retention.admin.policies import LIFECYCLE_FIELDS, RULE_FORM_FIELDS, DraftForm, VersionRulesForm
 from retention.durations import format_duration
 from retention.exceptions import RetentionError
-from retention.models import (
-    PolicyVersion,
-    PolicyVersionStatus,
-)
+from retention.models import PolicyVersion, PolicyVersionStatus
+from retention.rows.cascade import cascade_of
+from retention.rows.registry import row_class
 from retention.selectors import admin as selectors
-from retention.selectors.policies import (
-    version_in_force,
-    version_or_latest,
-)
+from retention.selectors.policies import version_in_force, version_or_latest
 from retention.services import governance
 from retention.services.policies import APPROVE_PERMISSION, RETIRE_PERMISSION
 
@@ -212,8 +208,12 @@ class PolicyVersionAdmin(admin.ModelAdmin[PolicyVersion]):
             against = next((v for v in others if v.number == int(compare)), against)
         diff = selectors.version_diff(version, against)
         submitted = version.status == PolicyVersionStatus.SUBMITTED
+        row = row_class(version.policy.data_class)
         return {
             "version": version,
+            "row_class": row,
+            # Once approved, what the approver saw; before, the model graph as it is now.
+            "cascade": None if row is None else version.cascade or cascade_of(row.model),
             "in_force": in_force,
             "against": against,
             "other_versions": others,
@@ -374,10 +374,13 @@ class PolicyVersionAdmin(admin.ModelAdmin[PolicyVersion]):
             return HttpResponseRedirect(
                 reverse("admin:retention_policyversion_review", args=[version.pk])
             )
+        row = row_class(version.policy.data_class)
+        applies = (
+            f"it governs the rows of {row.label}" if row else "new uploads get its retention period"
+        )
         self.message_user(
             request,
-            f"{version.policy.data_class} v{version.number} approved and in force: "
-            "new uploads get its retention period.",
+            f"{version.policy.data_class} v{version.number} approved and in force: {applies}.",
             messages.SUCCESS,
         )
         return HttpResponseRedirect(self._change_url(version))

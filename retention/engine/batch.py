@@ -40,10 +40,12 @@ from retention.engine.events import ClaimOutcome
 from retention.engine.page import Clock, claim_dispose
 from retention.engine.publish import Publish
 from retention.engine.queued import Guard, batch_release, run_advance
+from retention.engine.row_batch import rows_batch
 from retention.engine.rules import class_cutoff, run_rules
 from retention.engine.stepping import Stepper
 from retention.models import BatchState, RecordState, RetentionRecord, Run, RunBatch
 from retention.pacing import gate_for
+from retention.rows.registry import row_class
 from retention.selectors.control import kill_switch_engaged
 
 logger = logging.getLogger("retention.dispatch")
@@ -83,6 +85,13 @@ def batch_dispose(
         run_advance(run_id=run.pk, clock=clock, publish=publish, guard=guard)
         return outcome
     rules = run_rules(run)[batch.data_class]
+    if rules.row_cutoff is not None and row_class(batch.data_class) is not None:
+        if batch.state == BatchState.QUEUED:
+            gate_for(data_class=batch.data_class, rate_limit=rules.rate_limit).acquire(
+                max(rules.batch_size, 1)
+            )
+            rows_batch(run, batch, clock())
+        return _close(token, run, clock, publish, guard, outcome)
     claim = _claimed_before(run, token)
     if claim is None and batch.state == BatchState.QUEUED:
         claim = _claim(run, batch, now)
@@ -95,6 +104,18 @@ def batch_dispose(
             gate=gate_for(data_class=batch.data_class, rate_limit=rules.rate_limit),
             max_attempts=rules.max_attempts,
         )
+    return _close(token, run, clock, publish, guard, outcome)
+
+
+def _close(
+    token: uuid.UUID,
+    run: Run,
+    clock: Clock,
+    publish: Publish | None,
+    guard: Guard | None,
+    outcome: ClaimOutcome,
+) -> ClaimOutcome:
+    """Close the batch; only the delivery that closes it advances the run."""
     closed = (
         RunBatch.objects.filter(token=token)
         .exclude(state=BatchState.DONE)

@@ -24,6 +24,7 @@ from retention.engine.ledger import run_columns, run_finish
 from retention.engine.measure import dry_run_report, retry_next_due, run_measure
 from retention.engine.overlap import Overlap
 from retention.engine.page import claim_dispose
+from retention.engine.row_sweep import RowSweep, row_class_names
 from retention.engine.rules import run_rules
 from retention.engine.stepping import Clock, Monotonic, Stepper, Stop
 from retention.models import Run, RunMode, RunStatus
@@ -85,7 +86,7 @@ def _execute(
 
     held_skips_record(run, clock())
 
-    def page_done(claim: Claim, outcome: ClaimOutcome) -> None:
+    def page_done(claim: Claim | None, outcome: ClaimOutcome) -> None:
         """Add a finalized page's outcomes to the run's counts in memory
         (already in the database, by the finalize), then report progress."""
         for name, n in run_columns(outcome.counts).items():
@@ -110,7 +111,7 @@ def _sweep(
     stepper: Stepper,
     disposer: Disposer,
     overlap: Overlap,
-    page_done: Callable[[Claim, ClaimOutcome], None],
+    page_done: Callable[[Claim | None, ClaimOutcome], None],
     sleep: Callable[[float], None],
 ) -> Stop | None:
     """Claim and dispose page after page; return why it stopped (None: nothing left)."""
@@ -121,6 +122,7 @@ def _sweep(
     rules = run_rules(run)
     gates = {name: gate_for(data_class=name, rate_limit=r.rate_limit) for name, r in rules.items()}
     cursors: Cursors = {}
+    row_sweeps = {name: RowSweep(run, name, rules[name]) for name in row_class_names(run, rules)}
     while True:
         claimed_any = False
         for name in run.data_classes:
@@ -131,6 +133,15 @@ def _sweep(
             if stop is not None:
                 overlap.settle()
                 return stop
+            if name in row_sweeps:
+                sweep = row_sweeps[name]
+                if sweep.done or size <= 0:
+                    continue
+                gates[name].acquire(size)
+                page = sweep.next_page(size, clock())
+                page_done(None, ClaimOutcome(page.counts))
+                claimed_any = claimed_any or not sweep.done
+                continue
             claim = records_claim_next(
                 cursors=cursors,
                 run=run,

@@ -87,7 +87,7 @@ def run_start(
         if refusal is None and kill_switch_engaged() is not None:
             refusal = ("Retention is paused (kill switch); resume it first.", "paused")
 
-    rules = [ClassRules.for_policy(p) for p in chosen]
+    rules = [ClassRules.for_policy(p, started_at=now) for p in chosen]
     margin = max((r.safety_margin for r in rules), default=timedelta(0))
     report: dict[str, Any] = {"rules": {r.data_class: r.as_json() for r in rules}}
     if record_ids:

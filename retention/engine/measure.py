@@ -12,10 +12,13 @@ from datetime import datetime
 from typing import Any
 
 from django.db.models import Count, Min
+from django.utils.dateparse import parse_datetime
 
 from retention.conf import settings
-from retention.engine.rules import class_cutoff, expired_pending, expired_q, run_scope
-from retention.models import Policy, RecordState, Run
+from retention.engine.row_measure import related_rows, row_class_measure
+from retention.engine.rules import class_cutoff, expired_pending, expired_q, run_rules, run_scope
+from retention.models import Disposition, Policy, RecordState, Run
+from retention.rows.registry import row_class
 
 
 def run_measure(run: Run) -> None:
@@ -23,9 +26,33 @@ def run_measure(run: Run) -> None:
     expired = expired_pending(run)
     eligible = expired.not_held().aggregate(n=Count("id"), oldest=Min("expires_at"))
     held = expired.held().count()
+    total, oldest = eligible["n"], eligible["oldest"]
+    for figures in row_classes_measure(run).values():
+        total += figures["eligible"]
+        held += figures["held"]
+        at = parse_datetime(figures["oldest_eligible_at"] or "")
+        if at is not None and (oldest is None or at < oldest):
+            oldest = at
     Run.objects.filter(pk=run.pk).update(
-        eligible=eligible["n"], oldest_eligible_at=eligible["oldest"], skipped_held=held
+        eligible=total, oldest_eligible_at=oldest, skipped_held=held
     )
+
+
+def row_classes_measure(run: Run, *, related: bool = False) -> dict[str, dict[str, Any]]:
+    """The figures of each class of model rows in the run (``related``: what a delete
+    of the first due rows would take with it)."""
+    rules = run_rules(run)
+    figures: dict[str, dict[str, Any]] = {}
+    for name in run.data_classes:
+        row = row_class(name)
+        if row is None or rules[name].row_cutoff is None:
+            continue
+        measured = row_class_measure(row, rules[name], run)
+        free = measured.pop("_free")
+        if related and rules[name].disposition != Disposition.REDACT:
+            measured["related"] = related_rows(row, free)
+        figures[name] = measured
+    return figures
 
 
 def dry_run_report(run: Run) -> dict[str, Any]:
@@ -50,6 +77,8 @@ def dry_run_report(run: Run) -> dict[str, Any]:
         )
     for held in expired.held().values("data_class").annotate(n=Count("id")):
         per_class[held["data_class"]]["held"] = held["n"]
+    for name, figures in row_classes_measure(run, related=True).items():
+        per_class[name].update(figures)
     top = settings.REPORT_TOP_TENANTS
     tenants: dict[str, list[dict[str, Any]]] = {}
     for name in run.data_classes:

@@ -43,6 +43,7 @@ from retention.engine.inline import run_execute
 from retention.engine.ledger import run_finish
 from retention.engine.measure import retry_next_due, run_measure
 from retention.engine.publish import BATCH_TASK, Publish, batch_publisher
+from retention.engine.row_sweep import row_class_names
 from retention.engine.rules import run_rules
 from retention.engine.stepping import Clock, Monotonic, Stepper
 from retention.models import BatchState, Run, RunBatch, RunMode, RunStatus
@@ -180,15 +181,26 @@ def _open_slots(run: Run, stepper: Stepper, free: int, now: datetime) -> list[Ru
         .annotate(n=Count("token"))
     )
     pages: dict[str, int] = {}
+    report = dict(run.report) if isinstance(run.report, dict) else {}
+    rows_done = report.get("rows_done") or {}
+    row_names = set(row_class_names(run, rules))
+    busy = set(
+        RunBatch.objects.filter(run=run, state=BatchState.QUEUED, data_class__in=row_names)
+        .values_list("data_class", flat=True)
+        .distinct()
+    )
     for name in run.data_classes:
         size = stepper.page_size(rules[name])
         if size <= 0:
+            continue
+        if name in row_names:
+            # Model rows: one page at a time per class, each after the last one's cursor.
+            pages[name] = 0 if rows_done.get(name) or name in busy else 1
             continue
         ahead = int(waiting.get(name, 0))
         rows = claimable_count(run=run, data_class=name, now=now, up_to=size * (free + ahead))
         pages[name] = max(-(-rows // size) - ahead, 0)
     slots: list[RunBatch] = []
-    report = dict(run.report) if isinstance(run.report, dict) else {}
     names = list(run.data_classes)
     turn = int(report.get("next_class", 0))
     while len(slots) < free and any(pages.values()):

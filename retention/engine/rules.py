@@ -13,9 +13,11 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.db.models import Q
+from django.utils.dateparse import parse_datetime
 
 from retention.conf import settings
-from retention.models import Policy, RecordQuerySet, RetentionRecord, Run
+from retention.models import Disposition, Policy, RecordQuerySet, RetentionRecord, Run
+from retention.rows.registry import row_class
 from retention.selectors.policies import version_governing
 
 DEFAULT_BATCH_SIZE = 500
@@ -28,41 +30,76 @@ class ClassRules:
     rate_limit: float | None
     max_attempts: int
     safety_margin: timedelta
+    # Model rows (a registered model): the version that governs them, its
+    # disposition and approved cascade, and the cutoff fixed at run start.
+    disposition: str = Disposition.DELETE
+    version_id: int | None = None
+    version_number: int | None = None
+    row_cutoff: datetime | None = None
+    cascade: dict[str, Any] | None = None
 
     @classmethod
-    def for_policy(cls, policy: Policy) -> ClassRules:
+    def for_policy(cls, policy: Policy, *, started_at: datetime | None = None) -> ClassRules:
         version = version_governing(policy)
         if version is None:
             return cls(
                 policy.data_class, DEFAULT_BATCH_SIZE, None, settings.MAX_ATTEMPTS, timedelta(0)
             )
+        row = row_class(policy.data_class)
+        row_cutoff = None
+        if row is not None and started_at is not None:
+            # Rows cut by their own age: start − period − margin under the
+            # version in force now; rows with a deadline: start − margin.
+            row_cutoff = started_at - version.safety_margin
+            if not row.by_expiry:
+                row_cutoff -= version.retention_period
         return cls(
             data_class=policy.data_class,
             batch_size=version.batch_size,
             rate_limit=version.rate_limit,
             max_attempts=version.max_attempts or settings.MAX_ATTEMPTS,
             safety_margin=version.safety_margin,
+            disposition=version.disposition,
+            version_id=version.pk,
+            version_number=version.number,
+            row_cutoff=row_cutoff,
+            cascade=version.cascade if row is not None else None,
         )
 
     @classmethod
     def from_json(cls, data_class: str, data: dict[str, Any] | None) -> ClassRules:
         """The rules a run recorded for the class (defaults for a run without them)."""
         data = data or {}
+        row_cutoff = parse_datetime(data["row_cutoff"]) if data.get("row_cutoff") else None
         return cls(
             data_class=data_class,
             batch_size=int(data.get("batch_size") or DEFAULT_BATCH_SIZE),
             rate_limit=data.get("rate_limit"),
             max_attempts=int(data.get("max_attempts") or settings.MAX_ATTEMPTS),
             safety_margin=timedelta(seconds=float(data.get("safety_margin_seconds") or 0)),
+            disposition=str(data.get("disposition") or Disposition.DELETE),
+            version_id=data.get("version_id"),
+            version_number=data.get("version_number"),
+            row_cutoff=row_cutoff,
+            cascade=data.get("cascade"),
         )
 
     def as_json(self) -> dict[str, Any]:
-        return {
+        data: dict[str, Any] = {
             "batch_size": self.batch_size,
             "rate_limit": self.rate_limit,
             "max_attempts": self.max_attempts,
             "safety_margin_seconds": self.safety_margin.total_seconds(),
         }
+        if self.row_cutoff is not None:
+            data.update(
+                disposition=self.disposition,
+                version_id=self.version_id,
+                version_number=self.version_number,
+                row_cutoff=self.row_cutoff.isoformat(),
+                cascade=self.cascade,
+            )
+        return data
 
 
 def _stored_rules(run: Run) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from retention.models.events import (
     ChainHead,
     DeletionEvent,
     EventBatch,
+    EventKind,
     EventOutcome,
 )
 from retention.models.policies import (
@@ -31,6 +32,7 @@ from retention.models.records import (
     RetentionRecord,
     active_holds_matching,
 )
+from retention.models.rows import RowMark, RowSkip
 from retention.models.runs import (
     RUN_COUNT_FIELDS,
     BatchState,
@@ -52,6 +54,7 @@ __all__ = [
     "DeletionEvent",
     "Disposition",
     "EventBatch",
+    "EventKind",
     "EventOutcome",
     "HoldQuerySet",
     "KillSwitch",
@@ -65,6 +68,8 @@ __all__ = [
     "RecordState",
     "RetentionRecord",
     "Run",
+    "RowMark",
+    "RowSkip",
     "RunBatch",
     "RunExecutor",
     "RunLease",

@@ -22,6 +22,13 @@ class EventOutcome(models.TextChoices):
     SKIPPED_RENEWED = "skipped_renewed", "Skipped: renewed"
     RETRY_SCHEDULED = "retry_scheduled", "Transient error, retry scheduled"
     FAILED = "failed", "Failed"
+    REDACTED = "redacted", "Redacted"
+    SKIPPED_PROTECTED = "skipped_protected", "Skipped: protected by a related row"
+
+
+class EventKind(models.TextChoices):
+    OBJECT = "object", "Tracked object"
+    ROW = "row", "Database row"
 
 
 class DeletionEvent(models.Model):
@@ -34,9 +41,26 @@ class DeletionEvent(models.Model):
     idempotency_key = models.CharField(max_length=200, unique=True)
     # No index of its own: retention_event_record (record, id) serves every
     # look-up by record, and each index costs every page of events a write.
+    # Null for an event about database rows (kind "row"), which have no record.
     record = models.ForeignKey(
-        RetentionRecord, on_delete=models.PROTECT, related_name="events", db_index=False
+        RetentionRecord,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="events",
+        db_index=False,
     )
+    # Defaults in the database too: events written by earlier versions' SQL stay valid.
+    kind = models.CharField(
+        max_length=10,
+        choices=EventKind.choices,
+        default=EventKind.OBJECT,
+        db_default=EventKind.OBJECT,
+    )
+    # Evidence "per_batch": one event for a page of rows, its count and primary-key range.
+    row_count = models.PositiveIntegerField(null=True, blank=True)
+    first_pk = models.CharField(max_length=100, blank=True, default="", db_default="")
+    last_pk = models.CharField(max_length=100, blank=True, default="", db_default="")
     run = models.ForeignKey(
         Run, null=True, blank=True, on_delete=models.PROTECT, related_name="events"
     )

@@ -44,6 +44,10 @@ class Policy(models.Model):
         "Run", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )
     created_at = models.DateTimeField(auto_now_add=True)
+    # A class of model rows whose delete touched a model outside its approved
+    # cascade stops here until a new version (with a new cascade) is approved.
+    review_reason = models.TextField(blank=True)
+    review_since = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         verbose_name_plural = "policies"
@@ -99,6 +103,9 @@ class PolicyVersion(models.Model):
         default=False, help_text="A locked policy can only be lengthened, never shortened."
     )
     notes = models.TextField(blank=True)
+    # Model rows: what deleting one row also deletes, nulls or is blocked by,
+    # computed from the model graph when the version is approved.
+    cascade = models.JSONField(null=True, blank=True)
 
     author = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
     created_at = models.DateTimeField()

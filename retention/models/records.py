@@ -39,9 +39,10 @@ class HoldQuerySet(models.QuerySet["LegalHold"]):
 
         The one spelling of hold coverage: a hold protects every record that
         matches all of its non-empty scopes. An argument left None does not
-        narrow the match (any value of it).
+        narrow the match (any value of it). Holds on host rows: ``rows_covering``.
         """
-        qs = self.active()
+        # A hold on one host row (a subject) never covers a tracked record.
+        qs = self.active().filter(subject_pk__isnull=True)
         if tenant_id is not None:
             qs = qs.filter(Q(tenant_id__isnull=True) | Q(tenant_id=tenant_id))
         if data_class is not None:
@@ -49,6 +50,18 @@ class HoldQuerySet(models.QuerySet["LegalHold"]):
         if record_id is not None:
             qs = qs.filter(Q(record__isnull=True) | Q(record_id=record_id))
         return qs
+
+    def rows_covering(self, data_class: str) -> HoldQuerySet:
+        """Active holds that can protect rows of a class of model rows.
+
+        A data-class hold, a tenant hold (for rows with a tenant), a hold on
+        one row (subject); never a hold on a tracked record.
+        """
+        return (
+            self.active()
+            .filter(record__isnull=True)
+            .filter(Q(data_class__isnull=True) | Q(data_class=data_class))
+        )
 
 
 class LegalHold(models.Model):
@@ -60,6 +73,9 @@ class LegalHold(models.Model):
     record = models.ForeignKey(
         "RetentionRecord", null=True, blank=True, on_delete=models.PROTECT, related_name="holds"
     )
+    # One host row (a registered model's instance): its model label and pk.
+    subject_type = models.CharField(max_length=200, null=True, blank=True)  # noqa: DJ001
+    subject_pk = models.CharField(max_length=100, null=True, blank=True)  # noqa: DJ001
     reason = models.TextField()
     placed_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+"
@@ -79,8 +95,9 @@ class LegalHold(models.Model):
             models.CheckConstraint(
                 condition=Q(tenant_id__isnull=False)
                 | Q(data_class__isnull=False)
-                | Q(record__isnull=False),
-                name="retention_hold_has_scope",
+                | Q(record__isnull=False)
+                | Q(subject_pk__isnull=False),
+                name="retention_hold_has_scope_or_subject",
             ),
             models.CheckConstraint(
                 condition=Q(released_at__isnull=True, released_by__isnull=True)
@@ -88,6 +105,11 @@ class LegalHold(models.Model):
                 name="retention_hold_release_complete",
             ),
             models.CheckConstraint(condition=~Q(reason=""), name="retention_hold_has_reason"),
+            models.CheckConstraint(
+                condition=Q(subject_type__isnull=True, subject_pk__isnull=True)
+                | Q(subject_type__isnull=False, subject_pk__isnull=False),
+                name="retention_hold_subject_complete",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -102,10 +124,15 @@ class LegalHold(models.Model):
             parts.append(f"data_class={self.data_class}")
         if self.record_id:
             parts.append(f"record={self.record_id}")
+        if self.subject_pk is not None:
+            parts.append(f"row={self.subject_type}:{self.subject_pk}")
         return ", ".join(parts)
 
     def scope_q(self) -> Q:
         """The records this hold's scope covers (released or not)."""
+        if self.subject_pk is not None:
+            # A hold on one host row covers no tracked record.
+            return Q(pk__in=[])
         q = Q()
         if self.tenant_id:
             q &= Q(tenant_id=self.tenant_id)

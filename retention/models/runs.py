@@ -48,6 +48,8 @@ RUN_COUNT_FIELDS = (
     "skipped_renewed",
     "deferred",
     "failed",
+    "redacted",
+    "skipped_protected",
 )
 
 
@@ -87,6 +89,9 @@ class Run(models.Model):
     skipped_renewed = models.PositiveIntegerField(default=0)
     deferred = models.PositiveIntegerField(default=0)
     failed = models.PositiveIntegerField(default=0)
+    # Model rows: rows redacted, and rows a PROTECT relation kept from deletion.
+    redacted = models.PositiveIntegerField(default=0, db_default=0)
+    skipped_protected = models.PositiveIntegerField(default=0, db_default=0)
     retried = models.PositiveIntegerField(default=0)
     oldest_eligible_at = models.DateTimeField(null=True, blank=True)
 

@@ -25,6 +25,7 @@ from retention.conf import settings
 from retention.models import (
     DeletionEvent,
     Disposition,
+    EventKind,
     EventOutcome,
     data_class_validator,
 )
@@ -98,6 +99,8 @@ CSV_HEADER = (
     "event_hash",
     "batch_seq",
     "leaf_index",
+    "kind",
+    "row_count",
 )
 assert len(CSV_HEADER) == len(RECEIPT_FIELDS)
 
@@ -141,7 +144,17 @@ class DeletionListApi(CSVStreamMixin, TenantApiView):
 
     class OutputSerializer(serializers.Serializer[Any]):
         id = serializers.IntegerField(help_text="The receipt's id.")
-        record_id = serializers.IntegerField()
+        record_id = serializers.IntegerField(
+            allow_null=True, help_text="The tracked object's record; null for a database row."
+        )
+        kind = serializers.ChoiceField(
+            choices=EventKind.choices,
+            help_text="`object` (a tracked object) or `row` (a row of a registered model).",
+        )
+        row_count = serializers.IntegerField(
+            allow_null=True,
+            help_text="Rows of one page, for a class recording one event per page; else null.",
+        )
         run_id = serializers.UUIDField(allow_null=True)
         data_class = serializers.CharField()
         policy = serializers.SerializerMethodField()

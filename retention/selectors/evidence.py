@@ -11,12 +11,13 @@ from datetime import datetime
 from typing import Any
 
 from retention import evidence
-from retention.models import ChainHead, DeletionEvent, EventBatch
+from retention.models import ChainHead, DeletionEvent, EventBatch, EventKind
 
 
-def event_fields(event: DeletionEvent) -> dict[str, Any]:
-    """The hashed fields of an event, in the receipt's vocabulary."""
-    return {
+def event_fields(event: Any) -> dict[str, Any]:
+    """The hashed fields of an event (a DeletionEvent, or one about to be
+    appended: the same attributes), in the receipt's vocabulary."""
+    fields: dict[str, Any] = {
         "idempotency_key": event.idempotency_key,
         "record_id": event.record_id,
         "run_id": str(event.run_id) if event.run_id else None,
@@ -32,6 +33,14 @@ def event_fields(event: DeletionEvent) -> dict[str, Any]:
         "expires_at": evidence.timestamp(event.expires_at),
         "occurred_at": evidence.timestamp(event.occurred_at),
     }
+    if event.kind == EventKind.ROW:
+        fields.update(
+            kind=event.kind,
+            row_count=event.row_count,
+            first_pk=event.first_pk,
+            last_pk=event.last_pk,
+        )
+    return fields
 
 
 # --------------------------------------------------------------------------

@@ -10,6 +10,7 @@ instead (``held_q``), so a conditional count over a million rows costs one scan.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from functools import reduce
 from operator import or_
 
@@ -36,3 +37,52 @@ def held_record_ids(record_ids: Iterable[int]) -> set[int]:
     if not ids:
         return set()
     return set(RetentionRecord.objects.filter(id__any_of=ids).held().values_list("id", flat=True))
+
+
+@dataclass(frozen=True, slots=True)
+class RowHolds:
+    """What the active holds protect of one class of model rows, as the holds are now."""
+
+    whole_class: bool
+    tenants: frozenset[str]
+    pks: frozenset[str]
+
+    def covers(self, pk: object, tenant_id: object) -> bool:
+        return (
+            self.whole_class
+            or str(pk) in self.pks
+            or (tenant_id is not None and str(tenant_id) in self.tenants)
+        )
+
+    def q(self, tenant_field: str | None) -> Q | None:
+        """A filter over the class's rows matching the held ones; None when none is held."""
+        if self.whole_class:
+            return Q()
+        parts = []
+        if self.pks:
+            parts.append(Q(pk__in=sorted(self.pks)))
+        if self.tenants and tenant_field:
+            parts.append(Q(**{f"{tenant_field}__in": sorted(self.tenants)}))
+        return reduce(or_, parts) if parts else None
+
+
+def held_rows(data_class: str, *, label: str, tenant_field: str | None) -> RowHolds:
+    """The holds over a class of model rows (``label``: its model), on the one coverage rule.
+
+    A hold scoped to a tenant covers the rows whose ``tenant_field`` is that
+    tenant (a class without one has no tenants to hold); a hold on one row
+    covers it by model and primary key; a data-class hold covers them all.
+    """
+    whole = False
+    tenants: set[str] = set()
+    pks: set[str] = set()
+    for hold in LegalHold.objects.rows_covering(data_class):
+        if hold.subject_pk is not None:
+            if hold.subject_type == label:
+                pks.add(hold.subject_pk)
+        elif hold.tenant_id:
+            if tenant_field:
+                tenants.add(hold.tenant_id)
+        elif hold.data_class == data_class:
+            whole = True
+    return RowHolds(whole, frozenset(tenants), frozenset(pks))

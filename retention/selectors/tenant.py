@@ -42,6 +42,8 @@ RECEIPT_FIELDS = (
     "event_hash",
     "batch__seq",
     "leaf_index",
+    "kind",
+    "row_count",
 )
 
 
@@ -62,7 +64,10 @@ def deletion_receipts(
     until: datetime | None = None,
     data_class: str | None = None,
 ) -> QuerySet[DeletionEvent]:
-    """The tenant's receipts: events whose object is gone (deleted or already absent).
+    """The tenant's receipts: events whose object or row is gone (deleted or already absent).
+
+    Rows of a registered model carry a tenant when it was registered with
+    ``tenant_field``; their receipts have ``kind`` "row".
 
     ``since`` is inclusive and ``until`` exclusive, both on the deletion time.
     """

@@ -24,6 +24,7 @@ from django.db.models import Field
 
 from retention import evidence
 from retention.models import ChainHead, DeletionEvent, EventBatch
+from retention.selectors.evidence import event_fields
 
 
 @dataclass(slots=True)
@@ -35,7 +36,7 @@ class NewEvent:
     """
 
     idempotency_key: str
-    record_id: int
+    record_id: int | None
     run_id: uuid.UUID | None
     tenant_id: str
     data_class: str
@@ -52,6 +53,11 @@ class NewEvent:
     batch_id: int | None = None
     leaf_index: int | None = None
     event_hash: str = ""
+    # Database rows (kind "row"): no record; a page event carries its count and pk range.
+    kind: str = "object"
+    row_count: int | None = None
+    first_pk: str = ""
+    last_pk: str = ""
 
 
 # The columns an append writes, in DeletionEvent's attribute names.
@@ -74,6 +80,10 @@ _INSERTED = (
     "batch_id",
     "leaf_index",
     "event_hash",
+    "kind",
+    "row_count",
+    "first_pk",
+    "last_pk",
 )
 
 # An event's values in _INSERTED order, as one tuple (built in C: every event
@@ -93,6 +103,8 @@ def event_leaf(event: AnyEvent) -> bytes:
     """``evidence.leaf_hash(event_fields(event))``, without the dict: this runs
     for every event of every page, so the canonical JSON is written directly
     (keys in sorted order, the same bytes; a test holds the two equal)."""
+    if event.kind == "row" or event.record_id is None:
+        return evidence.leaf_hash(event_fields(event))
     text = (
         f'{{"attempt":{int(event.attempt)},'
         f'"data_class":{_str(event.data_class)},'

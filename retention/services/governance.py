@@ -86,6 +86,7 @@ def policy_version_update_draft(
         policy_version_validate_rules(
             version.retention_period,
             {name: getattr(version, name) for name in RULE_FIELDS},
+            data_class=version.policy.data_class,
         )
         version.full_clean(exclude=["policy"])
         version.save(update_fields=sorted(changes))

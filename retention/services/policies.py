@@ -31,13 +31,17 @@ from retention.models import (
     PolicyVersionStatus,
     data_class_validator,
 )
+from retention.rows.cascade import cascade_of
+from retention.rows.registry import row_class
 from retention.selectors.policies import RULE_FIELDS, lock_violation, version_in_force
 
 APPROVE_PERMISSION = "retention.approve_policyversion"
 RETIRE_PERMISSION = "retention.retire_policyversion"
 
 
-def policy_version_validate_rules(retention_period: timedelta, rules: dict[str, Any]) -> None:
+def policy_version_validate_rules(
+    retention_period: timedelta, rules: dict[str, Any], *, data_class: str | None = None
+) -> None:
     unknown = set(rules) - RULE_FIELDS
     if unknown:
         raise InvalidPolicyVersion(
@@ -62,9 +66,17 @@ def policy_version_validate_rules(retention_period: timedelta, rules: dict[str, 
     if disposition not in Disposition.values:
         raise InvalidPolicyVersion(f"Unknown disposition {disposition!r}.")
     if disposition == Disposition.REDACT:
-        raise InvalidPolicyVersion(
-            "Disposition 'redact' (database records) is not available yet; use 'delete'."
-        )
+        row = row_class(data_class) if data_class else None
+        if row is None:
+            raise InvalidPolicyVersion(
+                "Disposition 'redact' is for model rows: register the model with "
+                "retention.api.register_model(..., redact={...}); tracked objects are deleted."
+            )
+        if not row.redact:
+            raise InvalidPolicyVersion(
+                f"Disposition 'redact' needs field strategies: {row.label} was registered "
+                "without redact={...}."
+            )
 
 
 def policy_version_propose(
@@ -77,7 +89,7 @@ def policy_version_propose(
     description: str = "",
     **rules: Any,
 ) -> PolicyVersion:
-    policy_version_validate_rules(retention_period, rules)
+    policy_version_validate_rules(retention_period, rules, data_class=data_class)
     try:
         data_class_validator(data_class)
     except ValidationError as exc:
@@ -138,10 +150,11 @@ def policy_version_in_force(*, data_class: str) -> PolicyVersion:
 def policy_version_approve(
     *, version: PolicyVersion, approver: AbstractBaseUser, now: datetime
 ) -> PolicyVersion:
+    """Put a submitted version in force; for model rows, with the cascade as it is now."""
     if not approver.has_perm(APPROVE_PERMISSION):  # type: ignore[attr-defined]
         raise NotAllowed(f"{approver} may not approve policy versions.")
     with transaction.atomic():
-        Policy.objects.select_for_update().get(pk=version.policy_id)
+        policy = Policy.objects.select_for_update().get(pk=version.policy_id)
         version = PolicyVersion.objects.select_for_update().get(pk=version.pk)
         if version.status != PolicyVersionStatus.SUBMITTED:
             raise InvalidTransition(
@@ -172,7 +185,15 @@ def policy_version_approve(
         version.status = PolicyVersionStatus.APPROVED
         version.approver = approver  # type: ignore[assignment]
         version.approved_at = now
-        version.save(update_fields=["status", "approver", "approved_at"])
+        # The review page's cascade, computed again: all a page's delete may touch.
+        rows = row_class(policy.data_class)
+        version.cascade = cascade_of(rows.model) if rows is not None else None
+        version.save(update_fields=["status", "approver", "approved_at", "cascade"])
+        if policy.review_reason or policy.review_since is not None:
+            # A class stopped for review runs again under the new version's cascade.
+            policy.review_reason = ""
+            policy.review_since = None
+            policy.save(update_fields=["review_reason", "review_since"])
     return version
 
 

@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 
 from django.conf import settings as django_settings
 from django.contrib.auth.models import AbstractBaseUser
-from django.db import transaction
+from django.db import models, transaction
 from django.db.models import F
 
 from retention.digest import key_digest
@@ -157,16 +157,27 @@ def legal_hold_place(
     tenant_id: str | None = None,
     data_class: str | None = None,
     record: RetentionRecord | None = None,
+    subject: models.Model | None = None,
 ) -> LegalHold:
+    """Place a hold; ``subject`` holds one row of a host model (and its files)."""
     if not (reason or "").strip():
         raise InvalidHold("A legal hold needs a reason.")
-    if not (tenant_id or data_class or record):
-        raise InvalidHold("A legal hold needs a scope: a tenant, a data class, a record or some.")
+    if not (tenant_id or data_class or record or subject is not None):
+        raise InvalidHold(
+            "A legal hold needs a scope: a tenant, a data class, a record, a row or some."
+        )
+    if subject is not None:
+        if record is not None or tenant_id or data_class:
+            raise InvalidHold("A hold on one row (subject) takes no other scope.")
+        if subject.pk is None:
+            raise InvalidHold("A hold on a row needs a saved row (its primary key is None).")
     with transaction.atomic():
         hold = LegalHold.objects.create(  # type: ignore[misc]  # AUTH_USER_MODEL
             tenant_id=tenant_id or None,
             data_class=data_class or None,
             record=record,
+            subject_type=subject._meta.label if subject is not None else None,
+            subject_pk=str(subject.pk) if subject is not None else None,
             reason=reason.strip(),
             placed_by=placed_by,
             placed_at=now,

@@ -41,6 +41,8 @@ def test_deletions__each_receipt_carries_the_evidence(client, acme, make_policy,
     assert receipt == {
         "id": event.pk,
         "record_id": gone.pk,
+        "kind": "object",
+        "row_count": None,
         "run_id": str(event.run_id),
         "data_class": "idv.photo",
         "policy": {"key": "idv.photo", "version": version.number},
@@ -177,6 +179,8 @@ def test_deletions__csv_streams_the_same_receipts_with_filters(client, acme, del
         "event_hash": receipt["event_hash"],
         "batch_seq": str(receipt["proof"]["batch"]["seq"]),
         "leaf_index": str(receipt["proof"]["leaf_index"]),
+        "kind": "object",
+        "row_count": "",
     }
 
 
@@ -195,7 +199,7 @@ def test_deletions__csv_with_no_receipts_is_just_the_header(client, acme):
     body = b"".join(response.streaming_content).decode()
     assert body == (
         "receipt_id,record_id,run_id,data_class,policy_key,policy_version,disposition,"
-        "outcome,expired_at,deleted_at,key_digest,event_hash,batch_seq,leaf_index\n"
+        "outcome,expired_at,deleted_at,key_digest,event_hash,batch_seq,leaf_index,kind,row_count\n"
     )
 
 

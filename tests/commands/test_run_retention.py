@@ -46,6 +46,8 @@ COUNT_KEYS = {
     "skipped_renewed",
     "deferred",
     "failed",
+    "redacted",
+    "skipped_protected",
 }
 
 pytestmark = pytest.mark.django_db

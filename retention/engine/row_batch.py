@@ -1,0 +1,76 @@
+"""A queued batch of a class of model rows: the class's next page, after its cursor.
+
+Under the run row's lock, so the pages of one class go one after another,
+each from where the last one ended (the cursor in the run's report), and a
+batch delivered twice finds the page it did already gone from the due rows.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from django.db import transaction
+from django.utils.dateparse import parse_datetime
+
+from retention.conf import settings
+from retention.engine.row_select import RowCursor
+from retention.engine.rows import rows_page
+from retention.engine.rules import run_rules
+from retention.engine.stepping import Stepper
+from retention.models import Run, RunBatch
+from retention.rows.registry import row_class
+
+
+def rows_batch(run: Run, batch: RunBatch, now: datetime) -> int:
+    """Dispose of the class's next page; return how many rows it took."""
+    row = row_class(batch.data_class)
+    assert row is not None
+    with transaction.atomic():
+        locked = Run.objects.select_for_update().get(pk=run.pk)
+        rules = run_rules(locked)[batch.data_class]
+        stepper = Stepper(
+            run=locked, clock=lambda: now, pages_in_flight=settings.MAX_BATCHES_IN_FLIGHT
+        )
+        size = stepper.page_size(rules)
+        report = dict(locked.report) if isinstance(locked.report, dict) else {}
+        cursors = dict(report.get("row_cursors") or {})
+        started = batch.data_class in cursors
+        cursor = _cursor(row.model._meta.pk.to_python, cursors.get(batch.data_class))
+        page = (
+            rows_page(
+                run=locked,
+                row=row,
+                rules=rules,
+                cursor=cursor if started else None,
+                limit=size,
+                now=now,
+            )
+            if size > 0
+            else None
+        )
+        taken = 0
+        if page is not None:
+            taken = page.counts["claimed"]
+            if page.cursor is not None:
+                cursor = page.cursor
+            cursors[batch.data_class] = (
+                [cursor[0].isoformat(), str(cursor[1])] if cursor is not None else None
+            )
+            report["row_cursors"] = cursors
+            if page.stopped or page.seen < size:
+                report.setdefault("rows_done", {})[batch.data_class] = True
+        else:
+            report.setdefault("rows_done", {})[batch.data_class] = True
+        Run.objects.filter(pk=run.pk).update(report=report)
+        RunBatch.objects.filter(token=batch.token).update(size=taken)
+    return taken
+
+
+def _cursor(to_python: object, value: list[str] | None) -> RowCursor | None:
+    if not value:
+        return None
+    at = parse_datetime(value[0])
+    if at is None:
+        return None
+    assert callable(to_python)
+    return at, to_python(value[1])

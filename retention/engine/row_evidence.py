@@ -1,0 +1,125 @@
+"""The events of model rows: one per row, or one per page (``evidence="per_batch"``).
+
+A row is named by a keyed digest of its model label and primary key, never
+by its field values. A page event carries the count, the first and last
+primary keys and a keyed digest over the page's keys, so an auditor holding
+the table can recompute it. Both kinds go into the same hash chain as the
+events of tracked objects, in the page's transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from itertools import groupby
+from typing import Any
+
+from retention.digest import key_digest
+from retention.engine.rules import ClassRules
+from retention.models import EventKind, EventOutcome, Run
+from retention.rows.registry import RowClass
+from retention.services.evidence import NewEvent, events_append
+
+# (pk, time, tenant) of a row, as pages read them.
+Row = tuple[Any, datetime, Any]
+DISPOSED = (EventOutcome.DELETED, EventOutcome.REDACTED)
+
+
+def subject_digest(label: str, pk: Any) -> str:
+    """The keyed digest naming one host row in the evidence."""
+    return key_digest(f"{label}:{pk}")
+
+
+class RowEvents:
+    """Collects a page's events, then appends them to the chain in one batch."""
+
+    def __init__(self, *, run: Run, row: RowClass, rules: ClassRules, now: datetime) -> None:
+        self.run, self.row, self.rules, self.now = run, row, rules, now
+        self.events: list[NewEvent] = []
+        # Rows cut by their age are due at time + period; rows with a deadline at it.
+        self.period = timedelta(0)
+        if not row.by_expiry and rules.row_cutoff is not None:
+            self.period = run.started_at - rules.safety_margin - rules.row_cutoff
+
+    def _event(
+        self,
+        *,
+        key: str,
+        outcome: str,
+        digest: str,
+        tenant: Any,
+        due: datetime,
+        reason: str,
+        count: int | None = None,
+        first: Any = "",
+        last: Any = "",
+    ) -> NewEvent:
+        assert self.rules.version_id is not None and self.rules.version_number is not None
+        return NewEvent(
+            idempotency_key=key[:200],
+            record_id=None,
+            run_id=self.run.pk,
+            tenant_id="" if tenant is None else str(tenant),
+            data_class=self.row.data_class,
+            policy_version_id=self.rules.version_id,
+            policy_key=self.row.data_class,
+            policy_version_number=self.rules.version_number,
+            disposition=self.rules.disposition,
+            outcome=outcome,
+            attempt=1,
+            reason=reason[:2000],
+            key_digest=digest,
+            expires_at=due,
+            occurred_at=self.now,
+            kind=EventKind.ROW,
+            row_count=count,
+            first_pk="" if first == "" else str(first),
+            last_pk="" if last == "" else str(last),
+        )
+
+    def add(self, outcome: str, rows: Sequence[Row], *, reason: str = "") -> None:
+        if not rows:
+            return
+        base = f"{self.rules.version_id}:{self.row.label}"
+        disposition = self.rules.disposition
+        if self.row.evidence == "per_row":
+            for pk, at, tenant in rows:
+                digest = subject_digest(self.row.label, pk)
+                key = f"{base}:{digest}:{disposition}"
+                if outcome not in DISPOSED:
+                    key = f"{key}:{outcome}"
+                self.events.append(
+                    self._event(
+                        key=key,
+                        outcome=outcome,
+                        digest=digest,
+                        tenant=tenant,
+                        due=at + self.period,
+                        reason=reason,
+                    )
+                )
+            return
+        # One event per tenant of the page: receipts stay per tenant.
+        ordered = sorted(rows, key=lambda r: "" if r[2] is None else str(r[2]))
+        for tenant, group in groupby(ordered, key=lambda r: r[2]):
+            part = list(group)
+            digest = key_digest("\n".join(str(r[0]) for r in part))
+            self.events.append(
+                self._event(
+                    key=f"{base}:{disposition}:{outcome}:page:{digest}",
+                    outcome=outcome,
+                    digest=digest,
+                    tenant=tenant,
+                    due=max(r[1] for r in part) + self.period,
+                    reason=reason,
+                    count=len(part),
+                    first=part[0][0],
+                    last=part[-1][0],
+                )
+            )
+
+    def append(self) -> None:
+        """Append the collected events (inside the page's transaction)."""
+        if self.events:
+            events_append(self.events, run_id=self.run.pk, now=self.now)
+            self.events = []

@@ -1,0 +1,109 @@
+"""The objects of a row's ``files`` fields, deleted before the row (issue 14).
+
+Through the field's own storage: an absent object is a success (Django's
+storages delete a missing name without complaint). An object that is also a
+tracked record (same storage, same key) is the same object: its record is
+closed as deleted with its own event, so it is deleted once and both agree.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from django.core.files.storage import Storage, storages
+from django.db import transaction
+from django.db.models import FileField
+
+from retention.engine.claims import CLAIM_FIELDS, claimed_item
+from retention.engine.events import event_for
+from retention.models import EventOutcome, RecordState, RetentionRecord, Run
+from retention.rows.registry import RowClass
+from retention.services.evidence import events_append
+
+logger = logging.getLogger("retention.engine")
+
+
+def storage_alias(storage: Storage) -> str | None:
+    """The STORAGES alias of a field's storage, if it is one of them."""
+    for alias in storages.backends:
+        if storages[alias] is storage:
+            return alias
+    return None
+
+
+def files_delete(
+    *, row: RowClass, rows: Sequence[tuple[Any, ...]], run: Run, now: datetime
+) -> set[Any]:
+    """Delete the objects of these rows (``(pk, time, tenant, *file names)``); return
+    the pks whose objects are all gone now."""
+    fields = [row.model._meta.get_field(name) for name in row.files]
+    gone: set[Any] = set()
+    closed: list[tuple[str, str]] = []
+    for values in rows:
+        ok = True
+        for file_field, name in zip(fields, values[3:], strict=True):
+            if not name:
+                continue
+            assert isinstance(file_field, FileField)
+            try:
+                file_field.storage.delete(str(name))
+            except Exception as exc:  # the store's errors are many; the row waits
+                ok = False
+                logger.warning(
+                    "run %s: the %s object of %s row %s was not deleted: %s",
+                    run.pk,
+                    file_field.name,
+                    row.label,
+                    values[0],
+                    type(exc).__name__,
+                    extra={"run_id": str(run.pk)},
+                )
+                continue
+            alias = storage_alias(file_field.storage)
+            if alias is not None:
+                closed.append((alias, str(name)))
+        if ok:
+            gone.add(values[0])
+    if closed:
+        _close_tracked(closed, run=run, now=now)
+    return gone
+
+
+def _close_tracked(objects: list[tuple[str, str]], *, run: Run, now: datetime) -> None:
+    """Records of objects just deleted with their rows: deleted, with their event."""
+    keys = {key for _, key in objects}
+    aliases = {alias for alias, _ in objects}
+    with transaction.atomic():
+        records = list(
+            RetentionRecord.objects.select_for_update()
+            .filter(
+                object_key__in=keys,
+                storage__in=aliases,
+                state__in=(RecordState.ACTIVE, RecordState.FAILED),
+            )
+            .values(*CLAIM_FIELDS)
+        )
+        wanted = set(objects)
+        records = [r for r in records if (r["storage"], r["object_key"]) in wanted]
+        if not records:
+            return
+        RetentionRecord.objects.filter(pk__in=[r["id"] for r in records]).update(
+            state=RecordState.DELETED, deleted_at=now, lease_owner=None, lease_expires_at=None
+        )
+        events_append(
+            [
+                event_for(
+                    claimed_item(r),
+                    run_id=run.pk,
+                    outcome=EventOutcome.DELETED,
+                    now=now,
+                    reason="deleted with the row that holds it",
+                )
+                for r in records
+            ],
+            run_id=run.pk,
+            now=now,
+        )

@@ -1,0 +1,79 @@
+"""Selecting a page of a class of model rows: the due rows, the keyset, the locks.
+
+Shared by deleting (``retention.engine.rows``) and redacting
+(``retention.engine.row_redact``) pages.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from django.db import connection, models
+from django.db.models import Q
+
+from retention.conf import settings
+from retention.engine.rules import ClassRules
+from retention.models import Run
+from retention.rows.registry import RowClass
+
+# (time, pk) of the last row a page looked at: the next page starts after it.
+RowCursor = tuple[datetime, Any]
+
+
+@dataclass
+class RowPage:
+    """What one page did: its counts, and where the next page starts."""
+
+    counts: Counter[str] = field(default_factory=Counter)
+    cursor: RowCursor | None = None
+    seen: int = 0
+    stopped: str = ""
+
+
+def rows_due(row: RowClass, rules: ClassRules, run: Run) -> models.QuerySet[Any]:
+    """The class's rows past the run's cutoff, in its scope and the run's tenant."""
+    assert rules.row_cutoff is not None
+    qs = row.queryset().filter(**{f"{row.time_field}__lte": rules.row_cutoff})
+    if run.tenant_id:
+        if not row.tenant_field:
+            return qs.none()
+        qs = qs.filter(**{row.tenant_field: run.tenant_id})
+    return qs
+
+
+def after_cursor(row: RowClass, cursor: RowCursor | None) -> Q:
+    if cursor is None:
+        return Q()
+    at, pk = cursor
+    t = row.time_field
+    return Q(**{f"{t}__gt": at}) | Q(**{t: at, "pk__gt": pk})
+
+
+def page_timeouts() -> None:
+    """Bound the page's waits for locks and its statements (PostgreSQL; local to the page)."""
+    if connection.vendor != "postgresql":
+        return
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT set_config('lock_timeout', %s, true), "
+            "set_config('statement_timeout', %s, true)",
+            [f"{settings.ROWS_LOCK_TIMEOUT_MS}ms", f"{settings.ROWS_STATEMENT_TIMEOUT_MS}ms"],
+        )
+
+
+def select_page(
+    qs: models.QuerySet[Any], row: RowClass, cursor: RowCursor | None, limit: int
+) -> list[tuple[Any, datetime, Any]]:
+    """Lock and read (pk, time, tenant) of the next ``limit`` rows; skip locked ones."""
+    tenant = row.tenant_field or "pk"
+    page = qs.filter(after_cursor(row, cursor)).order_by(row.time_field, "pk")
+    if connection.features.has_select_for_update_skip_locked:
+        of = ("self",) if connection.features.has_select_for_update_of else ()
+        page = page.select_for_update(skip_locked=True, of=of)
+    rows = list(page.values_list("pk", row.time_field, tenant)[:limit])
+    if not row.tenant_field:
+        return [(pk, at, None) for pk, at, _ in rows]
+    return rows

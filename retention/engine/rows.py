@@ -1,0 +1,208 @@
+"""Model rows as data classes: one short transaction per page of a host's table.
+
+A page is selected in ``(time, pk)`` order after the run's cursor, under row
+locks (``FOR UPDATE SKIP LOCKED``: a row another worker holds is left to it),
+re-checked in the same statement (past the run's fixed cutoff, in the
+class's scope), sorted into held and not held by the holds as they are now,
+then deleted or redacted and recorded, all before the commit. No lock is held
+across pages, and each page runs under ``RETENTION_ROWS_LOCK_TIMEOUT_MS`` and
+``RETENTION_ROWS_STATEMENT_TIMEOUT_MS``.
+
+A delete goes through Django's deletion collector, so the host's signals
+fire and its cascade is Django's; a page whose collector would touch a
+model outside the cascade approved with the version rolls back, and the
+class stops for review. A row that a PROTECT relation blocks is skipped.
+The objects of ``files`` fields are deleted first, outside the page's
+transaction (the store is a network call), then the rows; a crash in between
+leaves rows whose objects are gone, which the next run deletes (absent is a
+success).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from django.db import models, router, transaction
+from django.db.models.deletion import Collector, ProtectedError, RestrictedError
+
+from retention.engine.ledger import run_counts_add
+from retention.engine.row_evidence import RowEvents
+from retention.engine.row_files import files_delete
+from retention.engine.row_redact import redact_page
+from retention.engine.row_select import (
+    RowCursor,
+    RowPage,
+    after_cursor,
+    page_timeouts,
+    rows_due,
+    select_page,
+)
+from retention.engine.rules import ClassRules
+from retention.models import Disposition, EventOutcome, Policy, Run
+from retention.rows.cascade import outside_cascade
+from retention.rows.registry import RowClass
+from retention.selectors.holds import RowHolds, held_rows
+
+logger = logging.getLogger("retention.engine")
+
+
+class CascadeViolation(Exception):
+    """A page's delete would touch models outside the approved cascade."""
+
+
+def rows_page(
+    *,
+    run: Run,
+    row: RowClass,
+    rules: ClassRules,
+    cursor: RowCursor | None,
+    limit: int,
+    now: datetime,
+) -> RowPage:
+    """Dispose of the next page of a class of model rows; see the module docstring."""
+    if rules.disposition == Disposition.REDACT:
+        return redact_page(
+            run=run, row=row, rules=rules, first=cursor is None, limit=limit, now=now
+        )
+    holds = held_rows(row.data_class, label=row.label, tenant_field=row.tenant_field)
+    due = rows_due(row, rules, run)
+    if row.files:
+        return _delete_with_files(run, row, rules, due, holds, cursor, limit, now)
+    result = RowPage(cursor=cursor)
+    try:
+        with transaction.atomic():
+            page_timeouts()
+            rows = select_page(due, row, cursor, limit)
+            _delete_locked(run, row, rules, rows, holds, result, now)
+    except CascadeViolation as exc:
+        _stop_for_review(row, str(exc), now)
+        result.counts.clear()
+        result.stopped = str(exc)
+    return result
+
+
+def _delete_locked(
+    run: Run,
+    row: RowClass,
+    rules: ClassRules,
+    rows: Sequence[tuple[Any, datetime, Any]],
+    holds: RowHolds,
+    result: RowPage,
+    now: datetime,
+    files_gone: int = 0,
+) -> None:
+    """Delete the locked rows that no hold covers, with their events (inside the page)."""
+    result.seen = len(rows)
+    if not rows:
+        return
+    result.cursor = (rows[-1][1], rows[-1][0])
+    counts = result.counts
+    events = RowEvents(run=run, row=row, rules=rules, now=now)
+    held = [r for r in rows if holds.covers(r[0], r[2])]
+    free = [r for r in rows if not holds.covers(r[0], r[2])]
+    events.add(EventOutcome.SKIPPED_HELD, held, reason="legal hold applies")
+    # Not a run column: the run's skipped_held was measured at its start.
+    result.counts["skipped_held_rows"] += len(held)
+    result.counts["claimed"] += len(free)
+    protected, collector = _collect(row, [r[0] for r in free])
+    if protected:
+        blocked = [r for r in free if r[0] in protected]
+        free = [r for r in free if r[0] not in protected]
+        events.add(EventOutcome.SKIPPED_PROTECTED, blocked, reason="a PROTECT relation blocks it")
+        result.counts["skipped_protected"] += len(blocked)
+    if free and collector is not None:
+        outside = outside_cascade(rules.cascade or {}, collector)
+        if outside:
+            raise CascadeViolation(
+                f"deleting rows of {row.label} would also touch "
+                f"{', '.join(sorted(outside))}, outside the cascade approved with "
+                f"version {rules.version_number}"
+            )
+        collector.delete()
+    events.add(EventOutcome.DELETED, free)
+    counts["deleted"] += len(free)
+    events.append()
+    run_counts_add(run.pk, counts)
+
+
+def _collect(row: RowClass, pks: list[Any]) -> tuple[set[Any], Collector | None]:
+    """A collector over the rows that can go, and the rows a PROTECT relation blocks."""
+    if not pks:
+        return set(), None
+    db = router.db_for_write(row.model)
+    manager = row.model._base_manager
+    page = manager.filter(pk__in=pks)
+    # The origin is what the host's delete signals see, as for QuerySet.delete().
+    collector = Collector(using=db, origin=page)
+    try:
+        collector.collect(page)
+        return set(), collector
+    except (ProtectedError, RestrictedError):
+        pass
+    # Some rows are blocked: find which, one by one (rare, and only on such pages).
+    protected: set[Any] = set()
+    for pk in pks:
+        one = manager.filter(pk=pk)
+        try:
+            Collector(using=db, origin=one).collect(one)
+        except (ProtectedError, RestrictedError):
+            protected.add(pk)
+    rest = [pk for pk in pks if pk not in protected]
+    if not rest:
+        return protected, None
+    page = manager.filter(pk__in=rest)
+    collector = Collector(using=db, origin=page)
+    collector.collect(page)
+    return protected, collector
+
+
+def _delete_with_files(
+    run: Run,
+    row: RowClass,
+    rules: ClassRules,
+    due: models.QuerySet[Any],
+    holds: RowHolds,
+    cursor: RowCursor | None,
+    limit: int,
+    now: datetime,
+) -> RowPage:
+    """Rows with files: read the page, delete its unheld rows' objects, then the rows.
+
+    The objects are deleted with no row lock held (a network call); the rows
+    are locked, re-checked and deleted afterwards, and only those whose
+    objects are gone (or absent) go.
+    """
+    result = RowPage(cursor=cursor)
+    page = list(
+        due.filter(after_cursor(row, cursor))
+        .order_by(row.time_field, "pk")
+        .values_list("pk", row.time_field, row.tenant_field or "pk", *row.files)[:limit]
+    )
+    if not page:
+        return result
+    result.cursor = (page[-1][1], page[-1][0])
+    candidates = [r for r in page if not holds.covers(r[0], r[2] if row.tenant_field else None)]
+    gone = files_delete(row=row, rows=candidates, run=run, now=now)
+    try:
+        with transaction.atomic():
+            page_timeouts()
+            locked = select_page(due.filter(pk__in=[r[0] for r in page]), row, None, limit)
+            ready = [r for r in locked if r[0] in gone or holds.covers(r[0], r[2])]
+            # Rows whose objects could not be deleted stay, for the next run.
+            result.counts["failed"] += len(candidates) - len(gone)
+            _delete_locked(run, row, rules, ready, holds, result, now)
+    except CascadeViolation as exc:
+        _stop_for_review(row, str(exc), now)
+        result.counts.clear()
+        result.stopped = str(exc)
+    result.cursor = (page[-1][1], page[-1][0])
+    result.seen = len(page)
+    return result
+
+
+def _stop_for_review(row: RowClass, reason: str, now: datetime) -> None:
+    logger.error("data class %s stopped for review: %s", row.data_class, reason)
+    Policy.objects.filter(data_class=row.data_class).update(review_reason=reason, review_since=now)

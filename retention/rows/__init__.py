@@ -1,0 +1,1 @@
+"""Host models' rows as data classes (SPEC §2 "Model rows"): registration, checks, cascade."""

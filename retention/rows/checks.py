@@ -1,0 +1,251 @@
+"""System checks of the host models registered as data classes (retention.E016-E024, W004).
+
+A registration is made in ``ready()`` and cannot be refused there without
+hiding every problem behind the first: these checks look at each one against
+its model's fields and name all that cannot work, each with its own id, at
+``manage.py check``. They read ``_meta`` only; no query is made.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from django.apps import AppConfig
+from django.core.checks import CheckMessage, Error, Tags, Warning, register
+from django.core.exceptions import FieldDoesNotExist, ValidationError
+from django.db import models
+
+from retention import redaction
+from retention.models import data_class_validator
+from retention.rows.registry import RowClass, row_classes
+
+
+@register("retention", Tags.models)
+def check_row_classes(
+    app_configs: Iterable[AppConfig] | None = None, **kwargs: Any
+) -> list[CheckMessage]:
+    apps = None if app_configs is None else set(app_configs)
+    messages: list[CheckMessage] = []
+    for row in sorted(row_classes().values(), key=lambda r: str(r.data_class)):
+        if apps is not None and row.model._meta.app_config not in apps:
+            continue
+        messages += _data_class(row)
+        messages += _time_fields(row)
+        messages += _tenant_field(row)
+        messages += _redact(row)
+        messages += _files(row)
+    return messages
+
+
+def _who(row: RowClass) -> str:
+    return f"{row.label} (data class {row.data_class!r})"
+
+
+def _column(model: type[models.Model], name: str) -> models.Field[Any, Any] | None:
+    """The field named ``name`` when it is a column of the model's table (or many-to-many)."""
+    try:
+        field = model._meta.get_field(name)
+    except FieldDoesNotExist:
+        return None
+    if not isinstance(field, models.Field):
+        return None  # a reverse relation: its rows are in another table
+    if not field.concrete and not field.many_to_many:
+        return None
+    return field
+
+
+def _unknown(row: RowClass, option: str, name: str, model: type[models.Model]) -> Error:
+    columns = ", ".join(f.name for f in model._meta.concrete_fields)
+    return Error(
+        f"{_who(row)}: {option} names {name!r}, which is not a column of {model._meta.label}.",
+        hint=f"Columns of {model._meta.label}: {columns}.",
+        id="retention.E016",
+    )
+
+
+def _data_class(row: RowClass) -> list[CheckMessage]:
+    try:
+        if not isinstance(row.data_class, str):
+            raise ValidationError(f"expected a string, not {type(row.data_class).__name__}")
+        data_class_validator(row.data_class)
+    except ValidationError as exc:
+        return [
+            Error(
+                f"{row.label}: the data class name {row.data_class!r} is refused: "
+                f"{' '.join(exc.messages)}",
+                hint="A data class is lower-case letters, digits, '.', '_' or '-', "
+                "e.g. 'crm.accounts'.",
+                id="retention.E023",
+            )
+        ]
+    return []
+
+
+def _time_fields(row: RowClass) -> list[CheckMessage]:
+    messages: list[CheckMessage] = []
+    for option, name in (("age_field", row.age_field), ("expires_field", row.expires_field)):
+        if name is None:
+            continue
+        field = _column(row.model, name)
+        if field is None:
+            messages.append(_unknown(row, option, name, row.model))
+        elif not isinstance(field, models.DateField):
+            messages.append(
+                Error(
+                    f"{_who(row)}: {option} {name!r} is a {type(field).__name__}; "
+                    "rows are compared with a run's cutoff by a date or a timestamp.",
+                    hint=f"Name a DateTimeField (or DateField) of {row.label}.",
+                    id="retention.E017",
+                )
+            )
+        elif not _indexed(row.model, field):
+            messages.append(_missing_index(row, option, field))
+    return messages
+
+
+def _indexed(model: type[models.Model], field: models.Field[Any, Any]) -> bool:
+    """True when some index of the table starts with ``field``'s column."""
+    if getattr(field, "db_index", False) or field.unique:
+        return True
+    meta = model._meta
+    firsts = [index.fields[0].lstrip("-") for index in meta.indexes if index.fields]
+    firsts += [
+        c.fields[0] for c in meta.constraints if isinstance(c, models.UniqueConstraint) and c.fields
+    ]
+    firsts += [together[0] for together in meta.unique_together if together]
+    return field.name in firsts or field.attname in firsts
+
+
+def _missing_index(row: RowClass, option: str, field: models.Field[Any, Any]) -> Warning:
+    model = row.model
+    pk = model._meta.pk.name if model._meta.pk is not None else "id"
+    index = models.Index(fields=[field.name, pk])
+    index.set_name_with_model(model)
+    fields = f'["{field.name}", "{pk}"]'
+    return Warning(
+        f"{_who(row)}: {option} {field.name!r} has no index: every page of a run "
+        f"would scan {model._meta.db_table}.",
+        hint=f"Add db_index=True to {row.label}.{field.name} and run makemigrations, or add "
+        f'models.Index(fields={fields}, name="{index.name}") to its Meta.indexes; the '
+        f'migration: migrations.AddIndex(model_name="{model._meta.model_name}", '
+        f'index=models.Index(fields={fields}, name="{index.name}")).',
+        id="retention.W004",
+    )
+
+
+def _tenant_field(row: RowClass) -> list[CheckMessage]:
+    if row.tenant_field is None:
+        return []
+    model = row.model
+    *hops, last = row.tenant_field.split("__")
+    for hop in hops:
+        try:
+            relation = model._meta.get_field(hop)
+        except FieldDoesNotExist:
+            relation = None
+        target = getattr(relation, "related_model", None)
+        if not (isinstance(target, type) and issubclass(target, models.Model)):
+            return [
+                Error(
+                    f"{_who(row)}: tenant_field {row.tenant_field!r} goes through {hop!r}, "
+                    f"which is not a relation of {model._meta.label}.",
+                    hint="Give a column of the model, or a path of relations to one, "
+                    "e.g. 'account__tenant_id'.",
+                    id="retention.E016",
+                )
+            ]
+        model = target
+    field = _column(model, last)
+    if field is None or field.many_to_many:
+        return [_unknown(row, f"tenant_field {row.tenant_field!r}", last, model)]
+    return []
+
+
+def _redact(row: RowClass) -> list[CheckMessage]:
+    messages: list[CheckMessage] = []
+    for name, strategy in row.redact.items():
+        field = _column(row.model, name)
+        if field is None:
+            messages.append(_unknown(row, "redact", name, row.model))
+            continue
+        where = f"{_who(row)}: redact[{name!r}] = {strategy!r}"
+        text = redaction.problem(strategy, field)
+        allowed = redaction.strategies_for(field)
+        if field.many_to_many:
+            messages.append(
+                Error(
+                    f"{where}: {name!r} is a many-to-many field, which takes no strategy.",
+                    hint="Remove it from redact; its links go with the row when the "
+                    "class deletes (or clear them in the host's own code).",
+                    id="retention.E020",
+                )
+            )
+        elif allowed is not None and not isinstance(strategy, allowed):
+            meant = " or ".join(f"{cls.__name__}()" for cls in allowed)
+            messages.append(
+                Error(
+                    f"{where}: {text}.",
+                    hint=f"{type(field).__name__} {name!r} takes only {meant}.",
+                    id="retention.E021",
+                )
+            )
+        elif text and isinstance(strategy, redaction.Null):
+            messages.append(
+                Error(
+                    f"{where}: {name!r} is NOT NULL (null=False), so it cannot be set to NULL.",
+                    hint="Use Empty() or Constant(...), or make the column nullable "
+                    "(null=True) and run makemigrations.",
+                    id="retention.E018",
+                )
+            )
+        elif text:
+            messages.append(
+                Error(
+                    f"{where}: {text}.",
+                    hint="See retention.redaction for which strategy fits which column.",
+                    id="retention.E024",
+                )
+            )
+        elif _unique(row.model, field) and not redaction.unique_safe(strategy):
+            messages.append(
+                Error(
+                    f"{where}: {name!r} is unique, and {strategy!r} gives distinct rows "
+                    "the same value: the second redacted row would violate the constraint.",
+                    hint="Use Digest() (distinct values stay distinct) or Null() on a "
+                    "nullable column; a callable that keeps values distinct may say so "
+                    "with f.unique_safe = True.",
+                    id="retention.E019",
+                )
+            )
+    return messages
+
+
+def _unique(model: type[models.Model], field: models.Field[Any, Any]) -> bool:
+    """True when the column alone is unique: the field, or a one-column constraint."""
+    if field.unique:
+        return True
+    alone = (field.name,)
+    meta = model._meta
+    return any(
+        isinstance(c, models.UniqueConstraint) and tuple(c.fields) == alone
+        for c in meta.constraints
+    ) or any(tuple(together) == alone for together in meta.unique_together)
+
+
+def _files(row: RowClass) -> list[CheckMessage]:
+    messages: list[CheckMessage] = []
+    for name in row.files:
+        field = _column(row.model, name)
+        if field is None:
+            messages.append(_unknown(row, "files", name, row.model))
+        elif not isinstance(field, models.FileField):
+            messages.append(
+                Error(
+                    f"{_who(row)}: files names {name!r}, a {type(field).__name__}; only a "
+                    "FileField (or ImageField) names a file to delete with the row.",
+                    hint="List only the model's FileFields in files=.",
+                    id="retention.E022",
+                )
+            )
+    return messages

@@ -1,0 +1,163 @@
+"""Host models registered as data classes (``retention.api.register_model``).
+
+A registration is configuration, made in the host's ``AppConfig.ready()``:
+it lives in this process's memory, like Django's own model registry, and
+nothing of it is stored. What cannot work (an unknown field, a strategy a
+column cannot take) is reported by the system checks of
+``retention.rows.checks`` with stable ids, so ``manage.py check`` names
+every problem at once instead of the first ``ready()`` that raised.
+
+A leaf module: it imports no model, selector or service of ``retention``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from django.core.exceptions import ImproperlyConfigured
+from django.db import models
+
+EVIDENCE_MODES = ("per_row", "per_batch")
+Evidence = Literal["per_row", "per_batch"]
+Scope = Callable[[models.QuerySet[Any]], models.QuerySet[Any]]
+
+
+@dataclass(frozen=True, eq=False)
+class RowClass:
+    """One host model's rows as a data class."""
+
+    model: type[models.Model]
+    data_class: str
+    age_field: str | None = None
+    expires_field: str | None = None
+    tenant_field: str | None = None
+    scope: Scope | None = None
+    redact: Mapping[str, Any] = field(default_factory=dict)
+    files: tuple[str, ...] = ()
+    evidence: Evidence = "per_row"
+
+    @property
+    def label(self) -> str:
+        """The model's label, ``app_label.ModelName``, as events name it."""
+        return str(self.model._meta.label)
+
+    @property
+    def time_field(self) -> str:
+        """The column pages are ordered and cut by: the age or the expiry."""
+        return self.age_field or self.expires_field or ""
+
+    @property
+    def by_expiry(self) -> bool:
+        """True when the host fills the deadline at write time (``expires_field``)."""
+        return self.expires_field is not None
+
+    def queryset(self) -> models.QuerySet[Any]:
+        """Every row the class covers: the base manager (no host filtering), then the scope."""
+        qs: models.QuerySet[Any] = self.model._base_manager.all()
+        if self.scope is not None:
+            qs = self.scope(qs)
+        return qs
+
+
+_registry: dict[str, RowClass] = {}
+
+
+def register_model(
+    model: type[models.Model],
+    *,
+    data_class: str,
+    age_field: str | None = None,
+    expires_field: str | None = None,
+    tenant_field: str | None = None,
+    scope: Scope | None = None,
+    redact: Mapping[str, Any] | None = None,
+    files: tuple[str, ...] | list[str] = (),
+    evidence: Evidence = "per_row",
+) -> RowClass:
+    """Register a host model's rows as ``data_class``; see ``retention.api.register_model``.
+
+    Calling it again for the same data class and model replaces the
+    registration (``ready()`` may run more than once in tests); the same
+    data class for another model is refused.
+    """
+    if not (isinstance(model, type) and issubclass(model, models.Model)):
+        raise ImproperlyConfigured(f"register_model() needs a model class, not {model!r}.")
+    if (age_field is None) == (expires_field is None):
+        raise ImproperlyConfigured(
+            f"register_model({model._meta.label}): give exactly one of age_field= "
+            "(the row's own timestamp) or expires_field= (a deadline the host fills)."
+        )
+    if evidence not in EVIDENCE_MODES:
+        raise ImproperlyConfigured(
+            f"register_model({model._meta.label}): evidence must be one of "
+            f"{', '.join(EVIDENCE_MODES)}, not {evidence!r}."
+        )
+    if scope is not None and not callable(scope):
+        raise ImproperlyConfigured(
+            f"register_model({model._meta.label}): scope must be a callable "
+            "taking a queryset and returning one."
+        )
+    if isinstance(files, str):
+        raise ImproperlyConfigured(
+            f"register_model({model._meta.label}): files is a tuple of field names, "
+            f"not the string {files!r}."
+        )
+    existing = _registry.get(data_class)
+    if existing is not None and existing.model is not model:
+        raise ImproperlyConfigured(
+            f"Data class {data_class!r} is already registered for {existing.label}; "
+            f"one data class governs one model."
+        )
+    row_class = RowClass(
+        model=model,
+        data_class=data_class,
+        age_field=age_field,
+        expires_field=expires_field,
+        tenant_field=tenant_field,
+        scope=scope,
+        redact=dict(redact or {}),
+        files=tuple(files),
+        evidence=evidence,
+    )
+    _registry[data_class] = row_class
+    return row_class
+
+
+def registered(**options: Any) -> Callable[[type[models.Model]], type[models.Model]]:
+    """The decorator form: ``@registered(data_class="logs.api", age_field="created_at")``.
+
+    The model is registered when its module is imported, which for a model
+    module is while the app registry loads; ``AppConfig.ready()`` is the
+    documented place, the decorator is for a model the host owns.
+    """
+
+    def decorate(model: type[models.Model]) -> type[models.Model]:
+        register_model(model, **options)
+        return model
+
+    return decorate
+
+
+def unregister(data_class: str) -> None:
+    """Forget a registration (for tests)."""
+    _registry.pop(data_class, None)
+
+
+def row_class(data_class: str) -> RowClass | None:
+    """The registration of a data class, or None for a class of tracked objects."""
+    return _registry.get(data_class)
+
+
+def row_classes() -> dict[str, RowClass]:
+    """Every registration, by data class."""
+    return dict(_registry)
+
+
+def row_class_for(instance: models.Model) -> RowClass | None:
+    """The registration that covers an instance's model (the first, by data class)."""
+    for row in sorted(_registry.values(), key=lambda r: r.data_class):
+        if isinstance(instance, row.model):
+            return row
+    return None

@@ -1,0 +1,1 @@
+"""Tests of host models' rows as data classes (issue 14)."""

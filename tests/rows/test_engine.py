@@ -1,0 +1,311 @@
+"""Model rows through the engine: delete, redact, holds, protected rows, evidence (issue 14)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+import pytest
+
+from retention import api, redaction
+from retention.engine import run_execute, run_start
+from retention.models import DeletionEvent, EventKind, Policy, RowMark, RowSkip, Run
+from retention.selectors.evidence import VerifyResult, chain_verify
+from tests.rowhost.models import Account, AccountNote, Invoice, RequestLog, Ticket
+
+pytestmark = pytest.mark.django_db
+
+
+def _logs(now: datetime, *, old: int, new: int, tenant: str = "t1") -> None:
+    RequestLog.objects.bulk_create(
+        [
+            RequestLog(tenant_id=tenant, path=f"/old/{i}", created_at=now - timedelta(days=40 + i))
+            for i in range(old)
+        ]
+        + [
+            RequestLog(tenant_id=tenant, path=f"/new/{i}", created_at=now - timedelta(days=1))
+            for i in range(new)
+        ]
+    )
+
+
+def _chain_intact() -> bool:
+    verdicts = [v for v in chain_verify() if isinstance(v, VerifyResult)]
+    return len(verdicts) == 1 and verdicts[0].broken is None and verdicts[0].events > 0
+
+
+def _enforce(now: datetime, data_class: str) -> Run:
+    run = run_start(mode="enforce", data_classes=[data_class], now=now)
+    return run_execute(run=run, clock=lambda: now)
+
+
+@pytest.fixture
+def logs(row_registry: Any, make_policy: Any) -> Any:
+    api.register_model(
+        RequestLog, data_class="logs.request", age_field="created_at", tenant_field="tenant_id"
+    )
+    return make_policy("logs.request", timedelta(days=30), batch_size=3)
+
+
+def test_rows__a_run_deletes_rows_past_the_period_and_keeps_the_rest(logs: Any, now: datetime):
+    _logs(now, old=7, new=2)
+
+    run = _enforce(now, "logs.request")
+
+    assert run.status == "finished"
+    assert list(RequestLog.objects.values_list("path", flat=True).order_by("path")) == [
+        "/new/0",
+        "/new/1",
+    ]
+    assert (run.eligible, run.claimed, run.deleted) == (7, 7, 7)
+    events = DeletionEvent.objects.filter(run=run)
+    assert events.count() == 7
+    assert {(e.kind, e.outcome, e.tenant_id, e.record_id) for e in events} == {
+        (EventKind.ROW, "deleted", "t1", None)
+    }
+    assert _chain_intact()
+
+
+def test_rows__the_cutoff_is_fixed_when_the_run_starts(logs: Any, now: datetime):
+    _logs(now, old=2, new=0)
+    run = run_start(mode="enforce", data_classes=["logs.request"], now=now)
+    # A row that turns 30 days old only after the run started is not taken.
+    RequestLog.objects.create(tenant_id="t1", path="/edge", created_at=now - timedelta(days=29))
+
+    run_execute(run=run, clock=lambda: now + timedelta(days=2))
+
+    assert list(RequestLog.objects.values_list("path", flat=True)) == ["/edge"]
+
+
+def test_rows__a_replayed_run_records_nothing_twice(logs: Any, now: datetime):
+    _logs(now, old=3, new=0)
+    _enforce(now, "logs.request")
+    second = _enforce(now, "logs.request")
+
+    assert second.deleted == 0
+    assert DeletionEvent.objects.count() == 3
+
+
+def test_rows__tenant_and_row_holds_keep_rows(logs: Any, author: Any, now: datetime):
+    _logs(now, old=3, new=0, tenant="t1")
+    _logs(now, old=2, new=0, tenant="t2")
+    kept = RequestLog.objects.filter(tenant_id="t1").order_by("pk").first()
+    api.place_hold(reason="litigation", placed_by=author, tenant_id="t2", now=now)
+    api.place_hold(reason="one row", placed_by=author, subject=kept, now=now)
+
+    run = _enforce(now, "logs.request")
+
+    left = set(RequestLog.objects.values_list("pk", flat=True))
+    assert kept.pk in left
+    assert RequestLog.objects.filter(tenant_id="t2").count() == 2
+    assert len(left) == 3
+    assert (run.deleted, run.skipped_held) == (2, 3)
+    held = DeletionEvent.objects.filter(run=run, outcome="skipped_held")
+    assert held.count() == 3
+
+
+def test_rows__a_data_class_hold_on_tracked_records_does_not_hold_rows_of_other_classes(
+    logs: Any, author: Any, now: datetime
+):
+    _logs(now, old=2, new=0)
+    api.place_hold(reason="photos only", placed_by=author, data_class="idv.photo", now=now)
+
+    run = _enforce(now, "logs.request")
+
+    assert run.deleted == 2
+
+
+def test_rows__per_batch_evidence_is_one_event_per_page_with_its_range(
+    row_registry: Any, make_policy: Any, now: datetime
+):
+    api.register_model(
+        RequestLog, data_class="logs.request", age_field="created_at", evidence="per_batch"
+    )
+    make_policy("logs.request", timedelta(days=30), batch_size=4)
+    _logs(now, old=6, new=0)
+    pks = list(RequestLog.objects.order_by("created_at", "pk").values_list("pk", flat=True))
+
+    run = _enforce(now, "logs.request")
+
+    events = list(DeletionEvent.objects.filter(run=run).order_by("id"))
+    assert [(e.row_count, e.first_pk, e.last_pk) for e in events] == [
+        (4, str(pks[0]), str(pks[3])),
+        (2, str(pks[4]), str(pks[5])),
+    ]
+    assert run.deleted == 6
+    assert _chain_intact()
+
+
+@pytest.fixture
+def accounts(row_registry: Any, make_policy: Any, now: datetime) -> Any:
+    api.register_model(Account, data_class="accounts.closed", age_field="closed_at")
+    return make_policy("accounts.closed", timedelta(days=90), batch_size=10)
+
+
+def _account(n: int, closed: datetime | None) -> Account:
+    return Account.objects.create(
+        tenant_id="t1", name=f"A{n}", email=f"a{n}@x.test", phone="+4412345678", closed_at=closed
+    )
+
+
+def test_rows__the_approved_cascade_goes_and_protected_rows_are_skipped(
+    accounts: Any, now: datetime
+):
+    closed = now - timedelta(days=100)
+    free, blocked, open_ = _account(1, closed), _account(2, closed), _account(3, None)
+    AccountNote.objects.create(account=free, text="note")
+    ticket = Ticket.objects.create(account=free, subject="help")
+    Invoice.objects.create(account=blocked, amount=10)
+
+    run = _enforce(now, "accounts.closed")
+
+    assert set(Account.objects.values_list("pk", flat=True)) == {blocked.pk, open_.pk}
+    assert not AccountNote.objects.exists()
+    ticket.refresh_from_db()
+    assert ticket.account_id is None
+    assert (run.deleted, run.skipped_protected, run.status) == (1, 1, "finished")
+    assert DeletionEvent.objects.filter(run=run, outcome="skipped_protected").count() == 1
+
+
+def test_rows__a_delete_outside_the_approved_cascade_rolls_back_and_stops_the_class(
+    accounts: Any, now: datetime
+):
+    closed = now - timedelta(days=100)
+    account = _account(1, closed)
+    AccountNote.objects.create(account=account, text="note")
+    version = accounts
+    # As if the version had been approved when Account had no notes.
+    cascade = dict(version.cascade)
+    cascade["deletes"] = [d for d in cascade["deletes"] if d["model"] != "rowhost.AccountNote"]
+    type(version).objects.filter(pk=version.pk).update(cascade=cascade)
+
+    run = _enforce(now, "accounts.closed")
+
+    assert Account.objects.filter(pk=account.pk).exists()
+    assert AccountNote.objects.exists()
+    assert run.deleted == 0
+    policy = Policy.objects.get(data_class="accounts.closed")
+    assert "rowhost.AccountNote" in policy.review_reason
+    assert not DeletionEvent.objects.exists()
+
+
+@pytest.fixture
+def redacting(row_registry: Any, make_policy: Any) -> Any:
+    api.register_model(
+        Account,
+        data_class="accounts.redact",
+        age_field="closed_at",
+        tenant_field="tenant_id",
+        redact={
+            "name": redaction.Constant("[redacted]"),
+            "email": redaction.Digest(),
+            "phone": redaction.Mask(keep_last=2),
+        },
+    )
+    return make_policy("accounts.redact", timedelta(days=90), batch_size=2, disposition="redact")
+
+
+def test_rows__redaction_keeps_the_row_and_replaces_its_personal_fields(
+    redacting: Any, now: datetime
+):
+    closed = now - timedelta(days=100)
+    done = [_account(i, closed) for i in range(3)]
+    recent = _account(9, now - timedelta(days=5))
+
+    run = _enforce(now, "accounts.redact")
+
+    assert (run.redacted, run.deleted) == (3, 0)
+    for account in done:
+        account.refresh_from_db()
+        assert account.name == "[redacted]"
+        assert "@" not in account.email
+        assert account.phone.endswith("78") and "1234" not in account.phone
+    recent.refresh_from_db()
+    assert recent.name == "A9"
+    assert DeletionEvent.objects.filter(outcome="redacted").count() == 3
+    mark = RowMark.objects.get(data_class="accounts.redact")
+    assert mark.through_pk == str(done[-1].pk)
+
+
+def test_rows__a_redacted_row_is_never_taken_again(redacting: Any, now: datetime):
+    _account(1, now - timedelta(days=100))
+    _enforce(now, "accounts.redact")
+
+    second = _enforce(now + timedelta(days=1), "accounts.redact")
+
+    assert (second.eligible, second.redacted) == (0, 0)
+
+
+def test_rows__a_held_row_is_skipped_then_redacted_once_released(
+    redacting: Any, author: Any, now: datetime
+):
+    closed = now - timedelta(days=100)
+    held = _account(1, closed)
+    _account(2, closed)
+    hold = api.place_hold(reason="dispute", placed_by=author, subject=held, now=now)
+
+    first = _enforce(now, "accounts.redact")
+    held.refresh_from_db()
+    assert (first.redacted, held.name) == (1, "A1")
+    assert RowSkip.objects.filter(subject_pk=str(held.pk)).exists()
+
+    api.release_hold(hold, released_by=author, reason="settled", now=now)
+    second = _enforce(now + timedelta(days=1), "accounts.redact")
+
+    held.refresh_from_db()
+    assert (second.redacted, held.name) == (1, "[redacted]")
+    assert not RowSkip.objects.exists()
+
+
+def test_rows__a_dry_run_reports_eligible_held_protected_and_related_rows(
+    accounts: Any, author: Any, now: datetime
+):
+    closed = now - timedelta(days=100)
+    a, b, c = _account(1, closed), _account(2, closed), _account(3, closed)
+    AccountNote.objects.create(account=a, text="n1")
+    AccountNote.objects.create(account=a, text="n2")
+    Invoice.objects.create(account=b, amount=1)
+    api.place_hold(reason="one", placed_by=author, subject=c, now=now)
+
+    run = run_execute(
+        run=run_start(mode="dry_run", data_classes=["accounts.closed"], now=now), clock=lambda: now
+    )
+
+    figures = run.report["per_data_class"]["accounts.closed"]
+    assert (figures["eligible"], figures["held"], figures["protected"]) == (1, 1, 1)
+    assert figures["related"]["deletes"]["rowhost.AccountNote"] == 2
+    assert Account.objects.count() == 3
+
+
+def test_rows__a_queued_run_deletes_them_page_by_page_and_a_redelivery_does_nothing_twice(
+    logs: Any, now: datetime
+):
+    from retention import engine
+    from retention.engine.publish import BATCH_TASK
+    from retention.guard import GuardReading
+
+    def quiet(*, now: datetime) -> GuardReading:
+        return GuardReading(over_budget=False, value=0.0, budget=30.0, detail="")
+
+    _logs(now, old=7, new=1)
+    delivered: list[dict[str, Any]] = []
+
+    def publish(func: str, payload: dict[str, Any], name: str) -> None:
+        if func != BATCH_TASK:
+            return
+        delivered.append(payload)
+        engine.batch_dispose(payload=payload, clock=lambda: now, publish=publish, guard=quiet)
+        # At-least-once: the same batch again finds nothing to do.
+        engine.batch_dispose(payload=payload, clock=lambda: now, publish=publish, guard=quiet)
+
+    run = engine.run_enqueue(
+        mode="enforce", trigger="command", data_classes=["logs.request"], now=now, publish=publish
+    )
+    engine.run_dispatch(run_id=run.pk, clock=lambda: now, publish=publish, guard=quiet)
+
+    run.refresh_from_db()
+    assert run.status == "finished"
+    assert (run.eligible, run.deleted) == (7, 7)
+    assert RequestLog.objects.count() == 1
+    assert DeletionEvent.objects.filter(run=run).count() == 7
+    assert len(delivered) >= 3  # pages of 3

@@ -35,10 +35,11 @@ def run_as_json(run: RunModel) -> dict[str, Any]:
 
 
 def progress_line(run: RunModel) -> str:
+    redacted = f"redacted {run.redacted}, " if run.redacted else ""
     return (
         f"run {run.pk}: claimed {run.claimed}/{run.eligible}, deleted {run.deleted}, "
-        f"already absent {run.already_absent}, deferred {run.deferred}, failed {run.failed}, "
-        f"retrying {run.retried}"
+        f"{redacted}already absent {run.already_absent}, deferred {run.deferred}, "
+        f"failed {run.failed}, retrying {run.retried}"
     )
 
 
@@ -102,6 +103,7 @@ def summary_lines(run: RunModel) -> list[str]:
 def _rows_dry_run_line(name: str, data: dict[str, Any], note: str) -> str:
     """A class of model rows in a dry run: what would go, and what would go with it."""
     verb = "would redact" if data.get("disposition") == "redact" else "would delete"
+    note = note.replace("to delete", "to redact") if verb == "would redact" else note
     line = (
         f"    {name} (rows of {data.get('model')}): {verb} {data['eligible']}, "
         f"held {data['held']}, protected {data.get('protected', 0)}, "

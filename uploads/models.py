@@ -1,4 +1,10 @@
-"""An example host model: a customer upload tracked by Lethe."""
+"""Example host models governed by Lethe.
+
+``Upload`` is a file tracked through ``retention.api.track``; the other two
+are plain tables whose rows are data classes themselves, registered in
+``UploadsConfig.ready()``: request logs are deleted, closed customer
+accounts are redacted.
+"""
 
 from __future__ import annotations
 
@@ -28,3 +34,38 @@ class Upload(models.Model):
 
     def __str__(self) -> str:
         return f"{self.original_name} ({self.tenant_id}, {self.data_class})"
+
+
+class ApiRequestLog(models.Model):
+    """One request to the host's API: many rows, no relations, deleted by age."""
+
+    tenant_id = models.CharField(max_length=100)
+    method = models.CharField(max_length=10)
+    path = models.CharField(max_length=300)
+    status = models.PositiveSmallIntegerField()
+    duration_ms = models.PositiveIntegerField()
+    created_at = models.DateTimeField()
+
+    class Meta:
+        # Runs page through the rows in (created_at, id) order.
+        indexes = [models.Index(fields=["created_at", "id"], name="uploads_apilog_created")]
+
+    def __str__(self) -> str:
+        return f"{self.method} {self.path} ({self.tenant_id}, {self.created_at:%Y-%m-%d})"
+
+
+class CustomerAccount(models.Model):
+    """A customer's account: kept after it is closed, but without its personal fields."""
+
+    tenant_id = models.CharField(max_length=100)
+    name = models.CharField(max_length=200)
+    email = models.EmailField(unique=True)
+    phone = models.CharField(max_length=30, blank=True)
+    created_at = models.DateTimeField()
+    closed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["closed_at", "id"], name="uploads_account_closed")]
+
+    def __str__(self) -> str:
+        return f"account {self.pk} ({self.tenant_id})"

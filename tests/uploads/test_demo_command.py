@@ -1,7 +1,12 @@
-"""`make demo` end to end: seed, dry run, enable, enforce, report."""
+"""`make demo` end to end: seed, dry run, enable, enforce, report.
+
+Uploads (tracked files) and the host's own tables registered as data classes:
+request logs deleted after 30 days, closed customer accounts redacted after 90.
+"""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from io import StringIO
 
 import pytest
@@ -10,6 +15,7 @@ from django.core.management import CommandError, call_command
 
 from retention.models import (
     DeletionEvent,
+    EventKind,
     EventOutcome,
     LegalHold,
     Policy,
@@ -17,7 +23,7 @@ from retention.models import (
     Run,
     RunMode,
 )
-from uploads.models import Upload
+from uploads.models import ApiRequestLog, CustomerAccount, Upload
 
 pytestmark = pytest.mark.django_db
 
@@ -83,15 +89,21 @@ def test_demo_fates(demo: dict[str, str]) -> None:
     ).exists()
     # Everything still tracked has its file; nothing else was deleted.
     assert Upload.objects.filter(retention_record__state=RecordState.DELETED).count() == 5
-    assert DeletionEvent.objects.filter(outcome=EventOutcome.DELETED).count() == 4
+    assert (
+        DeletionEvent.objects.filter(kind=EventKind.OBJECT, outcome=EventOutcome.DELETED).count()
+        == 4
+    )
 
     modes = dict(Policy.objects.values_list("data_class", "mode"))
     assert modes == {
         "idv.photo": "enforce",
         "pod.scan": "enforce",
         "logs.integration": "report_only",
+        "logs.api_request": "enforce",
+        "customers.closed": "enforce",
     }
     dry_run = Run.objects.get(mode=RunMode.DRY_RUN)
+    assert dry_run.reviewed_by is not None
     assert dry_run.reviewed_by.username == "bob"
     assert str(dry_run.pk) in demo["enable"]
 
@@ -109,7 +121,7 @@ def test_demo_report_lines(demo: dict[str, str]) -> None:
     assert "policy idv.photo v1" in passports[0]
     assert "kept: expires in 25 days" in passports[1]
     assert "kept: renewed on " in line_for("selfie.jpg", "globex")[0]
-    hold = LegalHold.objects.get()
+    hold = LegalHold.objects.get(data_class="pod.scan")
     assert (
         f"kept: under legal hold #{hold.pk} (Litigation 2026-114: globex v. acme)"
         in line_for("delivery-4711.pdf", "globex")[0]
@@ -147,3 +159,164 @@ def test_report_fails_when_storage_disagrees(demo: dict[str, str]) -> None:
     with pytest.raises(CommandError, match=str(kept.pk)):
         call_command("lethe_demo", "report", stdout=StringIO(), stderr=err)
     assert "file is missing" in err.getvalue()
+
+
+def _run(mode: str) -> Run:
+    return Run.objects.get(mode=mode)
+
+
+def test_demo__request_logs_older_than_30_days_are_deleted_with_page_evidence(
+    demo: dict[str, str],
+) -> None:
+    enforce = _run(RunMode.ENFORCE)
+    cutoff = enforce.started_at - timedelta(days=30)
+
+    assert not ApiRequestLog.objects.filter(created_at__lte=cutoff).exists()
+    assert ApiRequestLog.objects.count() == 150
+    events = DeletionEvent.objects.filter(
+        data_class="logs.api_request", outcome=EventOutcome.DELETED
+    )
+    # evidence="per_batch": a page event per tenant, with its row count.
+    assert sum(e.row_count or 0 for e in events) == 150
+    assert {e.kind for e in events} == {EventKind.ROW}
+    assert events.count() < 150
+
+
+def test_demo__closed_accounts_past_90_days_are_redacted_and_the_rest_untouched(
+    demo: dict[str, str],
+) -> None:
+    accounts = {a.pk: a for a in CustomerAccount.objects.all()}
+    assert len(accounts) == 20  # redaction keeps every row
+    hold = LegalHold.objects.get(subject_pk__isnull=False)
+    held = accounts[int(hold.subject_pk or 0)]
+    redacted = [a for a in accounts.values() if a.name == "[redacted]"]
+
+    assert len(redacted) == 7
+    for account in redacted:
+        assert account.closed_at is not None
+        assert account.closed_at < _run(RunMode.ENFORCE).started_at - timedelta(days=90)
+        assert "@" not in account.email
+        assert len(account.email) == 64  # Digest(): hex HMAC, distinct per email
+        assert account.phone[:-2].strip("*") == ""
+        assert account.phone[-2:].isdigit()
+    assert held.name == "Ken Thompson"
+    assert held.email == "ken.thompson@globex.example"
+    untouched = [a for a in accounts.values() if a not in redacted]
+    assert len(untouched) == 13
+    for account in untouched:
+        assert (
+            account.email == f"{account.name.lower().replace(' ', '.')}@{account.tenant_id}.example"
+        )
+        assert "*" not in account.phone
+    assert (
+        DeletionEvent.objects.filter(
+            data_class="customers.closed", outcome=EventOutcome.REDACTED
+        ).count()
+        == 7
+    )
+    assert (
+        DeletionEvent.objects.filter(
+            data_class="customers.closed", outcome=EventOutcome.SKIPPED_HELD
+        ).count()
+        == 1
+    )
+    enforce = _run(RunMode.ENFORCE)
+    assert (enforce.redacted, enforce.skipped_protected) == (7, 0)
+
+
+def test_demo__the_dry_run_and_the_enable_step_show_both_row_classes(
+    demo: dict[str, str],
+) -> None:
+    report = _run(RunMode.DRY_RUN).report["per_data_class"]
+
+    logs, accounts = report["logs.api_request"], report["customers.closed"]
+    assert (logs["kind"], logs["model"], logs["disposition"]) == (
+        "rows",
+        "uploads.ApiRequestLog",
+        "delete",
+    )
+    assert (logs["eligible"], logs["held"], logs["protected"]) == (150, 0, 0)
+    assert logs["related"]["deletes"] == {}
+    assert (accounts["model"], accounts["disposition"]) == ("uploads.CustomerAccount", "redact")
+    assert (accounts["eligible"], accounts["held"]) == (7, 1)
+    assert "logs.api_request (rows of uploads.ApiRequestLog): would delete 150" in demo["dry_run"]
+    assert "customers.closed (rows of uploads.CustomerAccount): would redact 7" in demo["dry_run"]
+    assert "logs.api_request: 300 request logs over the last 60 days" in demo["seed"]
+    assert "customers.closed: 20 customer accounts" in demo["seed"]
+    assert (
+        "customers.closed: enforced (rows of uploads.CustomerAccount past their period are "
+        "redacted; the dry run: 7 to redact, 1 under legal hold)"
+    ) in demo["enable"]
+    assert "the dry run: 150 to delete, 0 under legal hold, taking no related row" in demo["enable"]
+
+
+def test_demo__the_report_explains_every_row_and_its_check_passes(demo: dict[str, str]) -> None:
+    report = demo["report"]
+    lines = report.splitlines()
+
+    assert "  Deleted 150 row(s) created at or before " in report
+    assert "  Kept 150 row(s) (acme 100, globex 50) created " in report
+    assert sum("redacted (closed 120 days ago)" in ln for ln in lines) == 7
+    hold = LegalHold.objects.get(subject_pk__isnull=False)
+    assert [ln for ln in lines if ln.startswith("  Ken Thompson ")] == [
+        f"  Ken Thompson       globex  closed {_closed('Ken Thompson')}  "
+        f"kept: under legal hold #{hold.pk} (Chargeback dispute 2026-031)"
+    ]
+    assert sum("kept: closed 30 days ago, redacted in 60 days" in ln for ln in lines) == 6
+    assert sum("kept: the account is open" in ln for ln in lines) == 6
+    assert (
+        "Totals: redacted 7, kept 13 (under legal hold 1, closed less than 90 days ago 6, "
+        "open 6); 7 redaction event(s) in the evidence."
+    ) in report
+    assert "Check: no request log created at or before the cutoff " in report
+    assert "150 deleted, each in the evidence, and 150 kept make the 300 seeded." in report
+    assert "Check: the 7 account(s) closed at or before the cutoff " in report
+    assert "the other 13 are as seeded." in report
+    # A redacted row's values are gone from the output too, not only from the table.
+    assert "ada.lovelace@acme.example" not in report
+    assert "Ada Lovelace" not in report
+
+
+def _closed(name: str) -> str:
+    account = CustomerAccount.objects.get(email=f"{name.lower().replace(' ', '.')}@globex.example")
+    assert account.closed_at is not None
+    return f"{account.closed_at:%Y-%m-%d}"
+
+
+def test_report__fails_when_an_old_request_log_remains(demo: dict[str, str]) -> None:
+    old = ApiRequestLog.objects.order_by("created_at").first()
+    assert old is not None
+    ApiRequestLog.objects.create(
+        tenant_id="acme",
+        method="GET",
+        path="/api/v1/orders/1",
+        status=200,
+        duration_ms=10,
+        created_at=old.created_at - timedelta(days=20),
+    )
+    err = StringIO()
+
+    with pytest.raises(CommandError, match=r"request logs \(logs\.api_request\) disagree"):
+        call_command("lethe_demo", "report", stdout=StringIO(), stderr=err)
+    assert "1 request log(s) created at or before the cutoff" in err.getvalue()
+    assert "1 unaccounted for" in err.getvalue()
+
+
+def test_report__fails_when_a_due_account_is_not_redacted_or_a_kept_one_changed(
+    demo: dict[str, str],
+) -> None:
+    redacted = CustomerAccount.objects.filter(name="[redacted]").order_by("pk").first()
+    assert redacted is not None
+    CustomerAccount.objects.filter(pk=redacted.pk).update(
+        name="Ada Lovelace", email="ada@acme.example"
+    )
+    CustomerAccount.objects.filter(name="Alan Kay").update(phone="+1 000 000 0000")
+    err = StringIO()
+
+    with pytest.raises(CommandError, match=r"customer accounts \(customers\.closed\) disagree"):
+        call_command("lethe_demo", "report", stdout=StringIO(), stderr=err)
+    problems = err.getvalue()
+    assert f"account {redacted.pk} (acme): closed " in problems
+    assert "but its name and email are not redacted" in problems
+    assert "kept: the account is open, but it is not as seeded" in problems
+    assert "6 account(s) are redacted, but the evidence records 7 redaction(s)" in problems

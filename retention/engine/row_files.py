@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from django.core.files.storage import Storage, storages
+from django.core.files.storage import Storage, default_storage, storages
 from django.db import transaction
 from django.db.models import FileField
 
@@ -28,6 +28,9 @@ logger = logging.getLogger("retention.engine")
 
 def storage_alias(storage: Storage) -> str | None:
     """The STORAGES alias of a field's storage, if it is one of them."""
+    # A FileField without storage= has Django's lazy default_storage.
+    if storage is default_storage:
+        return "default"
     for alias in storages.backends:
         if storages[alias] is storage:
             return alias
@@ -39,15 +42,18 @@ def files_delete(
 ) -> set[Any]:
     """Delete the objects of these rows (``(pk, time, tenant, *file names)``); return
     the pks whose objects are all gone now."""
-    fields = [row.model._meta.get_field(name) for name in row.files]
+    fields: list[tuple[FileField, str | None]] = []
+    for name in row.files:
+        file_field = row.model._meta.get_field(name)
+        assert isinstance(file_field, FileField)  # the checks refuse any other field
+        fields.append((file_field, storage_alias(file_field.storage)))
     gone: set[Any] = set()
     closed: list[tuple[str, str]] = []
     for values in rows:
         ok = True
-        for file_field, name in zip(fields, values[3:], strict=True):
+        for (file_field, alias), name in zip(fields, values[3:], strict=True):
             if not name:
                 continue
-            assert isinstance(file_field, FileField)
             try:
                 file_field.storage.delete(str(name))
             except Exception as exc:  # the store's errors are many; the row waits
@@ -62,7 +68,6 @@ def files_delete(
                     extra={"run_id": str(run.pk)},
                 )
                 continue
-            alias = storage_alias(file_field.storage)
             if alias is not None:
                 closed.append((alias, str(name)))
         if ok:

@@ -6,6 +6,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
+from django.core.files.base import ContentFile
 
 from retention import api, redaction
 from retention.engine import run_execute, run_start
@@ -309,3 +310,40 @@ def test_rows__a_queued_run_deletes_them_page_by_page_and_a_redelivery_does_noth
     assert RequestLog.objects.count() == 1
     assert DeletionEvent.objects.filter(run=run).count() == 7
     assert len(delivered) >= 3  # pages of 3
+
+
+def test_rows__a_rows_files_go_first_and_a_tracked_record_of_the_same_object_is_closed_once(
+    row_registry: Any, make_policy: Any, author: Any, now: datetime
+):
+    from django.core.files.storage import storages
+
+    from tests.helpers import put_tracked
+    from tests.rowhost.models import Shipment
+
+    api.register_model(
+        Shipment, data_class="pod.shipment", age_field="delivered_at", files=("proof",)
+    )
+    make_policy("pod.shipment", timedelta(days=30))
+    make_policy("idv.photo", timedelta(days=3650))
+    old = now - timedelta(days=40)
+    tracked = put_tracked(now=old, key="proofs/tracked.pdf")
+    Shipment.objects.create(tenant_id="t1", proof=tracked.object_key, delivered_at=old)
+    plain_name = storages["default"].save("proofs/plain.pdf", ContentFile(b"p"))
+    Shipment.objects.create(tenant_id="t1", proof=plain_name, delivered_at=old)
+    # Its object is gone already: absent is a success.
+    Shipment.objects.create(tenant_id="t1", proof="proofs/missing.pdf", delivered_at=old)
+    held_name = storages["default"].save("proofs/held.pdf", ContentFile(b"h"))
+    held = Shipment.objects.create(tenant_id="t1", proof=held_name, delivered_at=old)
+    api.place_hold(reason="claim", placed_by=author, subject=held, now=now)
+
+    run = _enforce(now, "pod.shipment")
+
+    assert list(Shipment.objects.values_list("pk", flat=True)) == [held.pk]
+    assert storages["default"].exists(held_name)
+    assert not storages["default"].exists(plain_name)
+    assert not storages["default"].exists(tracked.object_key)
+    assert (run.deleted, run.failed) == (3, 0)
+    tracked.refresh_from_db()
+    assert tracked.state == "deleted"
+    assert DeletionEvent.objects.filter(record=tracked, outcome="deleted").count() == 1
+    assert _chain_intact()

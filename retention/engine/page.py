@@ -46,6 +46,14 @@ def recheck(claim: Claim, now: datetime) -> tuple[list[ClaimedItem], ClaimOutcom
         proceed: list[ClaimedItem] = []
         release_held: list[int] = []
         events: list[NewEvent] = []
+
+        def skip(item: ClaimedItem, outcome: str, reason: str) -> None:
+            """Record why a claimed item is not deleted (its outcome is its count)."""
+            events.append(
+                event_for(item, run_id=claim.run_id, outcome=outcome, now=now, reason=reason)
+            )
+            result.counts[outcome] += 1
+
         for record_id, item in by_id.items():
             row = current.get(record_id)
             ours = (
@@ -62,43 +70,16 @@ def recheck(claim: Claim, now: datetime) -> tuple[list[ClaimedItem], ClaimOutcom
                     and row["row_version"] != item.row_version
                 )
                 if renewed:
-                    events.append(
-                        event_for(
-                            item,
-                            run_id=claim.run_id,
-                            outcome=EventOutcome.SKIPPED_RENEWED,
-                            now=now,
-                            reason="renewed after claim",
-                        )
-                    )
-                    result.counts["skipped_renewed"] += 1
+                    skip(item, EventOutcome.SKIPPED_RENEWED, "renewed after claim")
                 continue
             if record_id in held:
                 release_held.append(record_id)
-                events.append(
-                    event_for(
-                        item,
-                        run_id=claim.run_id,
-                        outcome=EventOutcome.SKIPPED_HELD,
-                        now=now,
-                        reason="legal hold applies",
-                    )
-                )
-                result.counts["skipped_held"] += 1
+                skip(item, EventOutcome.SKIPPED_HELD, "legal hold applies")
                 continue
             assert row is not None  # "ours" implies the row was found
             if row["expires_at"] > claim.cutoff:
                 release_held.append(record_id)
-                events.append(
-                    event_for(
-                        item,
-                        run_id=claim.run_id,
-                        outcome=EventOutcome.SKIPPED_RENEWED,
-                        now=now,
-                        reason="no longer expired",
-                    )
-                )
-                result.counts["skipped_renewed"] += 1
+                skip(item, EventOutcome.SKIPPED_RENEWED, "no longer expired")
                 continue
             # A version bump without a renewal is a hold change; holds were
             # checked just above, against the database as it is now.

@@ -77,10 +77,10 @@ def _execute(
     sleep: Callable[[float], None],
 ) -> Run:
     run, clock = stepper.run, stepper.clock
-    run_measure(run)
+    rows = run_measure(run)
     if run.mode == RunMode.DRY_RUN:
         report = dict(run.report)
-        report.update(dry_run_report(run))
+        report.update(dry_run_report(run, rows))
         Run.objects.filter(pk=run.pk).update(report=report)
         return run_finish(run, RunStatus.FINISHED, "", clock())
 

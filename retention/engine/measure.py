@@ -18,16 +18,18 @@ from retention.conf import settings
 from retention.engine.row_measure import related_rows, row_class_measure
 from retention.engine.rules import class_cutoff, expired_pending, expired_q, run_rules, run_scope
 from retention.models import Disposition, Policy, RecordState, Run
-from retention.rows.registry import row_class
+from retention.rows.registry import row_class, row_class_required
 
 
-def run_measure(run: Run) -> None:
-    """Count eligible and held work once, at the fixed cutoff."""
+def run_measure(run: Run) -> dict[str, dict[str, Any]]:
+    """Count eligible and held work once, at the fixed cutoff; return the figures
+    of the run's classes of model rows (a dry run's report shows them)."""
     expired = expired_pending(run)
     eligible = expired.not_held().aggregate(n=Count("id"), oldest=Min("expires_at"))
     held = expired.held().count()
     total, oldest = eligible["n"], eligible["oldest"]
-    for figures in row_classes_measure(run).values():
+    rows = row_classes_measure(run)
+    for figures in rows.values():
         total += figures["eligible"]
         held += figures["held"]
         at = parse_datetime(figures["oldest_eligible_at"] or "")
@@ -36,26 +38,24 @@ def run_measure(run: Run) -> None:
     Run.objects.filter(pk=run.pk).update(
         eligible=total, oldest_eligible_at=oldest, skipped_held=held
     )
+    return rows
 
 
-def row_classes_measure(run: Run, *, related: bool = False) -> dict[str, dict[str, Any]]:
-    """The figures of each class of model rows in the run (``related``: what a delete
-    of the first due rows would take with it)."""
+def row_classes_measure(run: Run) -> dict[str, dict[str, Any]]:
+    """The figures of each class of model rows in the run; each keeps, under
+    ``_free``, the rows a delete would take (for ``related_rows``)."""
     rules = run_rules(run)
     figures: dict[str, dict[str, Any]] = {}
     for name in run.data_classes:
         row = row_class(name)
         if row is None or rules[name].row_cutoff is None:
             continue
-        measured = row_class_measure(row, rules[name], run)
-        free = measured.pop("_free")
-        if related and rules[name].disposition != Disposition.REDACT:
-            measured["related"] = related_rows(row, free)
-        figures[name] = measured
+        figures[name] = row_class_measure(row, rules[name], run)
     return figures
 
 
-def dry_run_report(run: Run) -> dict[str, Any]:
+def dry_run_report(run: Run, row_figures: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The report of a dry run; ``row_figures``: ``run_measure``'s, of model rows."""
     expired = expired_pending(run)
     modes = dict(Policy.objects.values_list("data_class", "mode"))
     per_class: dict[str, dict[str, Any]] = {
@@ -77,7 +77,11 @@ def dry_run_report(run: Run) -> dict[str, Any]:
         )
     for held in expired.held().values("data_class").annotate(n=Count("id")):
         per_class[held["data_class"]]["held"] = held["n"]
-    for name, figures in row_classes_measure(run, related=True).items():
+    rules = run_rules(run)
+    for name, measured in row_figures.items():
+        figures = {k: v for k, v in measured.items() if k != "_free"}
+        if rules[name].disposition != Disposition.REDACT:
+            figures["related"] = related_rows(row_class_required(name), measured["_free"])
         per_class[name].update(figures)
     top = settings.REPORT_TOP_TENANTS
     tenants: dict[str, list[dict[str, Any]]] = {}

@@ -7,7 +7,9 @@ batch delivered twice finds the page it did already gone from the due rows.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
+from typing import Any
 
 from django.db import transaction
 from django.utils.dateparse import parse_datetime
@@ -18,13 +20,12 @@ from retention.engine.rows import rows_page
 from retention.engine.rules import run_rules
 from retention.engine.stepping import Stepper
 from retention.models import Run, RunBatch
-from retention.rows.registry import row_class
+from retention.rows.registry import row_class_required
 
 
 def rows_batch(run: Run, batch: RunBatch, now: datetime) -> int:
     """Dispose of the class's next page; return how many rows it took."""
-    row = row_class(batch.data_class)
-    assert row is not None
+    row = row_class_required(batch.data_class)
     with transaction.atomic():
         locked = Run.objects.select_for_update().get(pk=run.pk)
         rules = run_rules(locked)[batch.data_class]
@@ -66,11 +67,11 @@ def rows_batch(run: Run, batch: RunBatch, now: datetime) -> int:
     return taken
 
 
-def _cursor(to_python: object, value: list[str] | None) -> RowCursor | None:
+def _cursor(to_python: Callable[[Any], Any], value: list[str] | None) -> RowCursor | None:
+    """A cursor as the run's report keeps it: ``[time, pk as text]``."""
     if not value:
         return None
     at = parse_datetime(value[0])
     if at is None:
         return None
-    assert callable(to_python)
     return at, to_python(value[1])

@@ -14,7 +14,7 @@ from retention.engine.row_select import RowCursor, RowPage
 from retention.engine.rows import rows_page
 from retention.engine.rules import ClassRules
 from retention.models import Policy, Run
-from retention.rows.registry import RowClass, row_class
+from retention.rows.registry import row_class, row_class_required
 
 
 def row_class_names(run: Run, rules: Mapping[str, ClassRules]) -> list[str]:
@@ -28,23 +28,12 @@ def row_class_names(run: Run, rules: Mapping[str, ClassRules]) -> list[str]:
 
 class RowSweep:
     def __init__(self, run: Run, data_class: str, rules: ClassRules) -> None:
-        row = row_class(data_class)
-        assert row is not None
+        row = row_class_required(data_class)
         self.run, self.row, self.rules = run, row, rules
         self.cursor: RowCursor | None = None
         self.started = False
         # A class waiting for review (its delete left the approved cascade) is skipped.
-        self.review = (
-            Policy.objects.filter(data_class=data_class)
-            .exclude(review_reason="")
-            .values_list("review_reason", flat=True)
-            .first()
-        )
-        self.done = bool(self.review)
-
-    @property
-    def registration(self) -> RowClass:
-        return self.row
+        self.done = Policy.objects.filter(data_class=data_class).exclude(review_reason="").exists()
 
     def next_page(self, size: int, now: datetime) -> RowPage:
         page = rows_page(
@@ -58,9 +47,6 @@ class RowSweep:
         self.started = True
         if page.cursor is not None:
             self.cursor = page.cursor
-        if page.stopped:
-            self.review = page.stopped
-            self.done = True
-        elif page.seen < size:
+        if page.stopped or page.seen < size:
             self.done = True
         return page

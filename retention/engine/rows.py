@@ -78,9 +78,7 @@ def rows_page(
             rows = select_page(due, row, cursor, limit)
             _delete_locked(run, row, rules, rows, holds, result, now)
     except CascadeViolation as exc:
-        _stop_for_review(row, str(exc), now)
-        result.counts.clear()
-        result.stopped = str(exc)
+        _stop_for_review(row, result, str(exc), now)
     return result
 
 
@@ -92,7 +90,6 @@ def _delete_locked(
     holds: RowHolds,
     result: RowPage,
     now: datetime,
-    files_gone: int = 0,
 ) -> None:
     """Delete the locked rows that no hold covers, with their events (inside the page)."""
     result.seen = len(rows)
@@ -105,14 +102,14 @@ def _delete_locked(
     free = [r for r in rows if not holds.covers(r[0], r[2])]
     events.add(EventOutcome.SKIPPED_HELD, held, reason="legal hold applies")
     # Not a run column: the run's skipped_held was measured at its start.
-    result.counts["skipped_held_rows"] += len(held)
-    result.counts["claimed"] += len(free)
+    counts["skipped_held_rows"] += len(held)
+    counts["claimed"] += len(free)
     protected, collector = _collect(row, [r[0] for r in free])
     if protected:
         blocked = [r for r in free if r[0] in protected]
         free = [r for r in free if r[0] not in protected]
         events.add(EventOutcome.SKIPPED_PROTECTED, blocked, reason="a PROTECT relation blocks it")
-        result.counts["skipped_protected"] += len(blocked)
+        counts["skipped_protected"] += len(blocked)
     if free and collector is not None:
         outside = outside_cascade(rules.cascade or {}, collector)
         if outside:
@@ -183,7 +180,6 @@ def _delete_with_files(
     )
     if not page:
         return result
-    result.cursor = (page[-1][1], page[-1][0])
     candidates = [r for r in page if not holds.covers(r[0], r[2] if row.tenant_field else None)]
     gone = files_delete(row=row, rows=candidates, run=run, now=now)
     try:
@@ -195,14 +191,15 @@ def _delete_with_files(
             result.counts["failed"] += len(candidates) - len(gone)
             _delete_locked(run, row, rules, ready, holds, result, now)
     except CascadeViolation as exc:
-        _stop_for_review(row, str(exc), now)
-        result.counts.clear()
-        result.stopped = str(exc)
+        _stop_for_review(row, result, str(exc), now)
     result.cursor = (page[-1][1], page[-1][0])
     result.seen = len(page)
     return result
 
 
-def _stop_for_review(row: RowClass, reason: str, now: datetime) -> None:
+def _stop_for_review(row: RowClass, result: RowPage, reason: str, now: datetime) -> None:
+    """The page rolled back: it counts nothing, and the class waits for a new version."""
     logger.error("data class %s stopped for review: %s", row.data_class, reason)
     Policy.objects.filter(data_class=row.data_class).update(review_reason=reason, review_since=now)
+    result.counts.clear()
+    result.stopped = reason

@@ -150,14 +150,14 @@ def row_class(data_class: str) -> RowClass | None:
     return _registry.get(data_class)
 
 
+def row_class_required(data_class: str) -> RowClass:
+    """The registration of a data class known to be model rows."""
+    row = _registry.get(data_class)
+    if row is None:
+        raise LookupError(f"{data_class!r} is not a registered model.")
+    return row
+
+
 def row_classes() -> dict[str, RowClass]:
     """Every registration, by data class."""
     return dict(_registry)
-
-
-def row_class_for(instance: models.Model) -> RowClass | None:
-    """The registration that covers an instance's model (the first, by data class)."""
-    for row in sorted(_registry.values(), key=lambda r: r.data_class):
-        if isinstance(instance, row.model):
-            return row
-    return None

@@ -81,6 +81,10 @@ def setup_django(settings_module: str = "config.settings") -> None:
     if str(REPO_ROOT) not in sys.path:
         sys.path.insert(0, str(REPO_ROOT))
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", settings_module)
+    # As in production: the example project defaults to DEBUG, which logs every
+    # query a run makes (time and memory the figures must not include). The
+    # subprocesses a benchmark starts inherit it.
+    os.environ.setdefault("DJANGO_DEBUG", "0")
     import django
 
     django.setup()

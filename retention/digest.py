@@ -5,14 +5,30 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+from collections.abc import Iterable
 
 from django.core.exceptions import ImproperlyConfigured
 
 from retention.conf import settings
 
 
-def key_digest(object_key: str) -> str:
+def _secret() -> bytes:
     secret = settings.DIGEST_KEY
     if not secret:
         raise ImproperlyConfigured("RETENTION_DIGEST_KEY is not set (see check retention.E002).")
-    return hmac.new(secret.encode(), object_key.encode(), hashlib.sha256).hexdigest()
+    return secret.encode()
+
+
+def key_digest(object_key: str) -> str:
+    return hmac.new(_secret(), object_key.encode(), hashlib.sha256).hexdigest()
+
+
+def key_digests(object_keys: Iterable[str]) -> list[str]:
+    """``key_digest`` of each key: the key read and its HMAC set up once, for a page."""
+    keyed = hmac.new(_secret(), digestmod=hashlib.sha256)
+    digests = []
+    for object_key in object_keys:
+        mac = keyed.copy()
+        mac.update(object_key.encode())
+        digests.append(mac.hexdigest())
+    return digests

@@ -107,3 +107,8 @@ def test_event_leaf__fast_path_hashes_exactly_like_the_reference(db):
             occurred_at=when,
         )
         assert event_leaf(event) == evidence.leaf_hash(event_fields(event))
+        # A host row's event hashes four fields more (one row, or a page of them).
+        for count, first, last in [(None, "", ""), (1000, "17", "1016")]:
+            event.record_id, event.kind = None, "row"
+            event.row_count, event.first_pk, event.last_pk = count, first, last or text
+            assert event_leaf(event) == evidence.leaf_hash(event_fields(event))

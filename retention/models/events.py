@@ -38,7 +38,9 @@ class DeletionEvent(models.Model):
     """
 
     id = models.BigAutoField(primary_key=True)
-    idempotency_key = models.CharField(max_length=200, unique=True)
+    # Unique by a constraint, not unique=True: on PostgreSQL that would add a
+    # second (LIKE-pattern) index, which no query uses and every event writes.
+    idempotency_key = models.CharField(max_length=200)
     # No index of its own: retention_event_record (record, id) serves every
     # look-up by record, and each index costs every page of events a write.
     # Null for an event about database rows (kind "row"), which have no record.
@@ -90,6 +92,9 @@ class DeletionEvent(models.Model):
             models.Index(fields=["record", "id"], name="retention_event_record"),
         ]
         constraints = [
+            models.UniqueConstraint(
+                fields=["idempotency_key"], name="retention_event_idempotency_key"
+            ),
             models.CheckConstraint(
                 condition=Q(outcome__in=EventOutcome.values), name="retention_event_outcome_valid"
             ),

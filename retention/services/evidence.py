@@ -103,7 +103,9 @@ def event_leaf(event: AnyEvent) -> bytes:
     """``evidence.leaf_hash(event_fields(event))``, without the dict: this runs
     for every event of every page, so the canonical JSON is written directly
     (keys in sorted order, the same bytes; a test holds the two equal)."""
-    if event.kind == "row" or event.record_id is None:
+    if event.kind == "row":
+        return _row_leaf(event)
+    if event.record_id is None:
         return evidence.leaf_hash(event_fields(event))
     text = (
         f'{{"attempt":{int(event.attempt)},'
@@ -150,27 +152,79 @@ def events_append(
     return _append(events, run_id=run_id, now=now, dedupe=True)
 
 
+def _row_leaf(event: AnyEvent) -> bytes:
+    """``event_leaf`` of a host row's event: its four fields more, the same way."""
+    count = "null" if event.row_count is None else int(event.row_count)
+    record = "null" if event.record_id is None else int(event.record_id)
+    text = (
+        f'{{"attempt":{int(event.attempt)},'
+        f'"data_class":{_str(event.data_class)},'
+        f'"disposition":{_str(event.disposition)},'
+        f'"expires_at":"{evidence.timestamp(event.expires_at)}",'
+        f'"first_pk":{_str(event.first_pk)},'
+        f'"idempotency_key":{_str(event.idempotency_key)},'
+        f'"key_digest":{_str(event.key_digest)},'
+        f'"kind":{_str(event.kind)},'
+        f'"last_pk":{_str(event.last_pk)},'
+        f'"occurred_at":"{evidence.timestamp(event.occurred_at)}",'
+        f'"outcome":{_str(event.outcome)},'
+        f'"policy_key":{_str(event.policy_key)},'
+        f'"policy_version":{int(event.policy_version_number)},'
+        f'"reason":{_str(event.reason)},'
+        f'"record_id":{record},'
+        f'"row_count":{count},'
+        f'"run_id":{_run_json(event.run_id)},'
+        f'"tenant_id":{_str(event.tenant_id)}}}'
+    )
+    return hashlib.sha256(b"\x00" + text.encode()).digest()
+
+
+def _head_locked() -> tuple[int, str]:
+    """Lock the chain head; its (seq, chain). Creates it if a flushed database lost it."""
+    if connection.vendor == "postgresql":
+        table = connection.ops.quote_name(ChainHead._meta.db_table)
+        with connection.cursor() as cursor:
+            cursor.execute(f"SELECT seq, chain FROM {table} WHERE id = 1 FOR UPDATE")
+            row = cursor.fetchone()
+        if row is not None:
+            return int(row[0]), str(row[1])
+    head = ChainHead.objects.select_for_update().filter(pk=1).first()
+    if head is None:
+        # The migration creates the head; a flushed test database may not.
+        ChainHead.objects.get_or_create(pk=1)
+        head = ChainHead.objects.select_for_update().get(pk=1)
+    return head.seq, head.chain
+
+
+def _recorded(keys: list[str]) -> set[str]:
+    """The idempotency keys among ``keys`` that events already carry."""
+    if connection.vendor == "postgresql":
+        # One array parameter: a page of per-row events has 1,000 keys.
+        table = connection.ops.quote_name(DeletionEvent._meta.db_table)
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"SELECT idempotency_key FROM {table} WHERE idempotency_key = ANY(%s)", [keys]
+            )
+            return {key for (key,) in cursor.fetchall()}
+    return set(
+        DeletionEvent.objects.filter(idempotency_key__in=keys).values_list(
+            "idempotency_key", flat=True
+        )
+    )
+
+
 def _append(
     events: Sequence[AnyEvent], *, run_id: uuid.UUID | None, now: datetime, dedupe: bool
 ) -> list[AnyEvent]:
     # No savepoint of its own: it runs in the caller's transaction (or in the
     # one known_new opened), which rolls back as a whole on failure.
     with transaction.atomic(savepoint=False):
-        head = ChainHead.objects.select_for_update().filter(pk=1).first()
-        if head is None:
-            # The migration creates the head; a flushed test database may not.
-            ChainHead.objects.get_or_create(pk=1)
-            head = ChainHead.objects.select_for_update().get(pk=1)
+        head_seq, head_chain = _head_locked()
         existing: set[str] = set()
         if dedupe:
             # Under the chain lock no concurrent finalizer can insert the same
             # idempotency key between this check and the insert.
-            keys = [e.idempotency_key for e in events]
-            existing = set(
-                DeletionEvent.objects.filter(idempotency_key__in=keys).values_list(
-                    "idempotency_key", flat=True
-                )
-            )
+            existing = _recorded([e.idempotency_key for e in events])
         fresh: list[AnyEvent] = []
         for event in events:
             if event.idempotency_key in existing:
@@ -181,15 +235,15 @@ def _append(
             return []
         leaves = [event_leaf(e) for e in fresh]
         root = evidence.merkle_root(leaves)
-        seq = head.seq + 1
-        previous = bytes.fromhex(head.chain)
+        seq = head_seq + 1
+        previous = bytes.fromhex(head_chain)
         chain = evidence.chain_hash(previous, seq, len(fresh), root)
         batch = EventBatch(
             seq=seq,
             run_id=run_id,
             size=len(fresh),
             root=root.hex(),
-            previous_chain=head.chain,
+            previous_chain=head_chain,
             chain=chain.hex(),
             created_at=now,
         )
@@ -247,7 +301,12 @@ def _insert(events: Sequence[AnyEvent]) -> None:
     columns = ", ".join(connection.ops.quote_name(column_of[name]) for name in _INSERTED)
     sql = f"COPY {connection.ops.quote_name(meta.db_table)} ({columns}) FROM STDIN"
     started = time.monotonic()
-    with connection.cursor() as cursor, cursor.cursor.copy(sql) as copy:
+    # Django's error types (IntegrityError) for the raw COPY too: callers catch them.
+    with (
+        connection.wrap_database_errors,
+        connection.cursor() as cursor,
+        cursor.cursor.copy(sql) as copy,
+    ):
         for event in events:
             copy.write_row(_inserted_values(event))
     if connection.queries_logged:

@@ -46,7 +46,7 @@ from retention.engine.stepping import Stepper
 from retention.models import BatchState, RecordState, RetentionRecord, Run, RunBatch
 from retention.pacing import gate_for
 from retention.rows.registry import row_class
-from retention.selectors.control import kill_switch_engaged
+from retention.selectors.control import kill_switch_paused
 
 logger = logging.getLogger("retention.dispatch")
 
@@ -72,7 +72,7 @@ def batch_dispose(
     run = batch.run
     now = clock()
     RunBatch.objects.filter(token=token).update(deliveries=F("deliveries") + 1)
-    if kill_switch_engaged() is not None:
+    if kill_switch_paused():
         # Paused before this batch deleted anything: its rows go back untouched.
         released = batch_release(token, BatchState.RELEASED, now)
         logger.info(

@@ -11,10 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime, timedelta
-from itertools import groupby
 from typing import Any
 
-from retention.digest import key_digest
+from retention.digest import key_digest, key_digests
 from retention.engine.rules import ClassRules
 from retention.models import EventKind, EventOutcome, Run
 from retention.rows.registry import RowClass
@@ -23,11 +22,6 @@ from retention.services.evidence import NewEvent, events_append
 # (pk, time, tenant) of a row, as pages read them.
 Row = tuple[Any, datetime, Any]
 DISPOSED = (EventOutcome.DELETED, EventOutcome.REDACTED)
-
-
-def subject_digest(label: str, pk: Any) -> str:
-    """The keyed digest naming one host row in the evidence."""
-    return key_digest(f"{label}:{pk}")
 
 
 class RowEvents:
@@ -83,8 +77,9 @@ class RowEvents:
         base = f"{self.rules.version_id}:{self.row.label}"
         disposition = self.rules.disposition
         if self.row.evidence == "per_row":
-            for pk, at, tenant in rows:
-                digest = subject_digest(self.row.label, pk)
+            label = self.row.label
+            digests = key_digests([f"{label}:{r[0]}" for r in rows])
+            for (_pk, at, tenant), digest in zip(rows, digests, strict=True):
                 key = f"{base}:{digest}:{disposition}"
                 if outcome not in DISPOSED:
                     key = f"{key}:{outcome}"
@@ -100,10 +95,12 @@ class RowEvents:
                 )
             return
         # One event per tenant of the page: receipts stay per tenant.
-        ordered = sorted(rows, key=lambda r: "" if r[2] is None else str(r[2]))
-        for tenant, group in groupby(ordered, key=lambda r: r[2]):
-            part = list(group)
-            digest = key_digest("\n".join(str(r[0]) for r in part))
+        tenants: dict[Any, list[Row]] = {}
+        for r in rows:
+            tenants.setdefault(r[2], []).append(r)
+        for tenant in sorted(tenants, key=lambda t: "" if t is None else str(t)):
+            part = tenants[tenant]
+            digest = key_digest("\n".join([str(r[0]) for r in part]))
             self.events.append(
                 self._event(
                     key=f"{base}:{disposition}:{outcome}:page:{digest}",
@@ -119,7 +116,14 @@ class RowEvents:
             )
 
     def append(self) -> None:
-        """Append the collected events (inside the page's transaction)."""
+        """Append the collected events (inside the page's transaction).
+
+        Events of rows disposed of in this transaction are new: their rows
+        were there, locked, until now. Their keys are not looked up first;
+        should one exist all the same (a primary key used again), the
+        insert is refused and the look-up runs.
+        """
         if self.events:
-            events_append(self.events, run_id=self.run.pk, now=self.now)
+            known_new = all(e.outcome in DISPOSED for e in self.events)
+            events_append(self.events, run_id=self.run.pk, now=self.now, known_new=known_new)
             self.events = []

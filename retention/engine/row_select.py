@@ -49,10 +49,15 @@ def after_cursor(row: RowClass, cursor: RowCursor | None) -> Q:
         return Q()
     at, pk = cursor
     t = row.time_field
-    # The leading ">=" is the index bound: PostgreSQL cannot turn the OR alone
-    # into one, and would walk every row behind the cursor (all the redacted
-    # rows behind a class's mark) on every page.
-    return Q(**{f"{t}__gte": at}) & (Q(**{f"{t}__gt": at}) | Q(**{t: at, "pk__gt": pk}))
+    # After (at, pk) is "time >= at, but not the rows at `at` up to pk". The
+    # ">=" is the index bound: without it PostgreSQL would walk every row
+    # behind the cursor (all the redacted rows behind a class's mark) on every
+    # page. The exclusion is spelled as a NOT, not as "time > at OR (time = at
+    # AND pk > ...)": the planner takes that OR for a second, independent
+    # range, underestimates the page's rows by the table's size (376 for
+    # 20,000 at 1,000,000 rows), and sorts a bitmap scan of all of them
+    # instead of reading the index in order.
+    return Q(**{f"{t}__gte": at}) & ~Q(**{t: at, "pk__lte": pk})
 
 
 def page_timeouts() -> None:
@@ -67,15 +72,23 @@ def page_timeouts() -> None:
         )
 
 
+def locked_page(
+    qs: models.QuerySet[Any], row: RowClass, cursor: RowCursor | None
+) -> models.QuerySet[Any]:
+    """The rows after ``cursor`` in keyset order, locked as read; locked ones skipped."""
+    page = qs.filter(after_cursor(row, cursor)).order_by(row.time_field, "pk")
+    if connection.features.has_select_for_update_skip_locked:
+        of = ("self",) if connection.features.has_select_for_update_of else ()
+        page = page.select_for_update(skip_locked=True, of=of)
+    return page
+
+
 def select_page(
     qs: models.QuerySet[Any], row: RowClass, cursor: RowCursor | None, limit: int
 ) -> list[tuple[Any, datetime, Any]]:
     """Lock and read (pk, time, tenant) of the next ``limit`` rows; skip locked ones."""
     tenant = row.tenant_field or "pk"
-    page = qs.filter(after_cursor(row, cursor)).order_by(row.time_field, "pk")
-    if connection.features.has_select_for_update_skip_locked:
-        of = ("self",) if connection.features.has_select_for_update_of else ()
-        page = page.select_for_update(skip_locked=True, of=of)
+    page = locked_page(qs, row, cursor)
     rows = list(page.values_list("pk", row.time_field, tenant)[:limit])
     if not row.tenant_field:
         return [(pk, at, None) for pk, at, _ in rows]

@@ -29,7 +29,7 @@ from retention.conf import settings
 from retention.engine.leases import run_leases_renew
 from retention.engine.rules import ClassRules
 from retention.models import Run, RunStatus
-from retention.selectors.control import kill_switch_engaged
+from retention.selectors.control import kill_switch_paused
 
 Clock = Callable[[], datetime]
 Monotonic = Callable[[], float]
@@ -91,7 +91,7 @@ class Stepper:
         if self.lost is not None:
             # Closed as abandoned only if nobody closed it yet (``run_finish``).
             return Stop(RunStatus.ABANDONED, self.lost)
-        if kill_switch_engaged() is not None:
+        if kill_switch_paused():
             return Stop(RunStatus.PAUSED, "kill switch engaged")
         if self.max_seconds is not None and self.elapsed() >= self.max_seconds:
             return Stop(RunStatus.STOPPED, f"time budget of {self.max_seconds:g}s reached")

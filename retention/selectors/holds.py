@@ -47,6 +47,11 @@ class RowHolds:
     tenants: frozenset[str]
     pks: frozenset[str]
 
+    @property
+    def empty(self) -> bool:
+        """No hold covers any row of the class."""
+        return not (self.whole_class or self.pks or self.tenants)
+
     def covers(self, pk: object, tenant_id: object) -> bool:
         return (
             self.whole_class
@@ -76,13 +81,17 @@ def held_rows(data_class: str, *, label: str, tenant_field: str | None) -> RowHo
     whole = False
     tenants: set[str] = set()
     pks: set[str] = set()
-    for hold in LegalHold.objects.rows_covering(data_class):
-        if hold.subject_pk is not None:
-            if hold.subject_type == label:
-                pks.add(hold.subject_pk)
-        elif hold.tenant_id:
+    # Asked before every page: values, not model instances.
+    holds = LegalHold.objects.rows_covering(data_class).values_list(
+        "subject_pk", "subject_type", "tenant_id", "data_class"
+    )
+    for subject_pk, subject_type, tenant_id, hold_class in holds:
+        if subject_pk is not None:
+            if subject_type == label:
+                pks.add(subject_pk)
+        elif tenant_id:
             if tenant_field:
-                tenants.add(hold.tenant_id)
-        elif hold.data_class == data_class:
+                tenants.add(tenant_id)
+        elif hold_class == data_class:
             whole = True
     return RowHolds(whole, frozenset(tenants), frozenset(pks))

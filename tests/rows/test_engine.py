@@ -7,8 +7,10 @@ from typing import Any
 
 import pytest
 from django.core.files.base import ContentFile
+from django.db.models.signals import post_delete
 
 from retention import api, redaction
+from retention.digest import key_digest
 from retention.engine import run_execute, run_start
 from retention.models import DeletionEvent, EventKind, Policy, RowMark, RowSkip, Run
 from retention.selectors.evidence import VerifyResult, chain_verify
@@ -50,6 +52,8 @@ def logs(row_registry: Any, make_policy: Any) -> Any:
 
 def test_rows__a_run_deletes_rows_past_the_period_and_keeps_the_rest(logs: Any, now: datetime):
     _logs(now, old=7, new=2)
+    old = RequestLog.objects.filter(path__startswith="/old/").values_list("pk", flat=True)
+    subjects = {key_digest(f"rowhost.RequestLog:{pk}") for pk in old}
 
     run = _enforce(now, "logs.request")
 
@@ -64,7 +68,29 @@ def test_rows__a_run_deletes_rows_past_the_period_and_keeps_the_rest(logs: Any, 
     assert {(e.kind, e.outcome, e.tenant_id, e.record_id) for e in events} == {
         (EventKind.ROW, "deleted", "t1", None)
     }
+    # Each row is named by the keyed digest of its model label and primary key.
+    assert {e.key_digest for e in events} == subjects
     assert _chain_intact()
+
+
+def test_rows__a_delete_receiver_sees_every_row_as_with_queryset_delete(
+    logs: Any, now: datetime
+):
+    _logs(now, old=4, new=1)
+    seen: list[str] = []
+
+    def receiver(sender: Any, instance: RequestLog, **kwargs: Any) -> None:
+        seen.append(instance.path)
+
+    post_delete.connect(receiver, sender=RequestLog)
+    try:
+        run = _enforce(now, "logs.request")
+    finally:
+        post_delete.disconnect(receiver, sender=RequestLog)
+
+    assert run.deleted == 4
+    assert sorted(seen) == ["/old/0", "/old/1", "/old/2", "/old/3"]
+    assert list(RequestLog.objects.values_list("path", flat=True)) == ["/new/0"]
 
 
 def test_rows__the_cutoff_is_fixed_when_the_run_starts(logs: Any, now: datetime):
@@ -132,6 +158,10 @@ def test_rows__per_batch_evidence_is_one_event_per_page_with_its_range(
     assert [(e.row_count, e.first_pk, e.last_pk) for e in events] == [
         (4, str(pks[0]), str(pks[3])),
         (2, str(pks[4]), str(pks[5])),
+    ]
+    assert [e.key_digest for e in events] == [
+        key_digest("\n".join(str(pk) for pk in pks[:4])),
+        key_digest("\n".join(str(pk) for pk in pks[4:])),
     ]
     assert run.deleted == 6
     assert _chain_intact()

@@ -387,6 +387,25 @@ def _version(distribution: str) -> str:
         return "not installed"
 
 
+def cpu_times() -> tuple[float, float] | None:
+    """(busy, total) jiffies of all cores so far, from /proc/stat; None elsewhere."""
+    try:
+        with open("/proc/stat") as stat:
+            fields = [float(n) for n in stat.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0.0)  # idle + iowait
+    return sum(fields) - idle, sum(fields)
+
+
+def cpu_busy_since(before: tuple[float, float] | None) -> str:
+    """The machine's share of CPU time busy since ``before`` (all processes, all cores)."""
+    after = cpu_times()
+    if before is None or after is None or after[1] <= before[1]:
+        return "CPU busy: unknown"
+    return f"CPU busy {100 * (after[0] - before[0]) / (after[1] - before[1]):.0f}%"
+
+
 def load_average() -> str:
     try:
         one, five, fifteen = os.getloadavg()

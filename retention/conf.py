@@ -64,6 +64,11 @@ class RetentionSettings:
         return int(self._get("MAX_BATCHES_IN_FLIGHT", 4))
 
     @property
+    def BATCH_SECONDS(self) -> float:
+        """Queued runs: how long a batch task goes on taking pages before it hands over."""
+        return float(self._get("BATCH_SECONDS", 2.0))
+
+    @property
     def ROWS_LOCK_TIMEOUT_MS(self) -> int:
         """Model rows: how long a page waits for a row or table lock before it gives up."""
         return int(self._get("ROWS_LOCK_TIMEOUT_MS", 5000))

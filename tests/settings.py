@@ -17,3 +17,8 @@ Q_CLUSTER["orm"] = "default"
 
 # Host models for the tests of model rows as data classes (issue 14).
 INSTALLED_APPS = [*INSTALLED_APPS, "tests.rowhost.apps.RowHostConfig"]  # noqa: F405
+
+# One page a batch task, so the in-process queue tests see each page as its
+# own task. The default (pages for up to 2 s a task) is what the qcluster
+# tests run, and tests/services/test_batch_slices.py sets its own.
+RETENTION_BATCH_SECONDS = 0

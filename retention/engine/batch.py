@@ -1,5 +1,14 @@
-"""The batch task: a worker claims one page of its run, deletes it, finalizes it,
-then advances the run (``retention.engine.queued.run_advance``).
+"""The batch task: a worker claims a page of its run, deletes it, finalizes it,
+and goes on with the next page for up to ``RETENTION_BATCH_SECONDS``; then it
+advances the run (``retention.engine.queued.run_advance``).
+
+A batch is bounded in time, not in pages: it holds its worker for that long
+plus one page at most, so foreground tasks on the same cluster wait for no
+more than that, while the hand-over from one task to the next (the broker's
+poll, the run's advance, the task's result) is paid once for several pages.
+Each page's claim checks the run's stops (closed, kill switch, limit,
+deadline or next slot) under the run row's lock, and the foreground guard is
+asked before every page after the first.
 
 The claim happens here, on the worker, right before the delete, so it is
 the re-check too, as on the inline path: under row locks it takes only rows
@@ -9,16 +18,19 @@ and its delete, and the payload carries no record and no object key: a run
 id, the batch's token and its data class.
 
 Safe to run twice: a batch already done (or released) does nothing; a batch
-redelivered after its worker died disposes of the rows still leased to its
-token (re-checking them and probing the store), without claiming more; only
-the delivery that closes a batch advances the run.
+redelivered after its worker died first disposes of the rows still leased
+to its token (re-checking them and probing the store), then goes on as any
+batch; only the delivery that closes a batch advances the run.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 import uuid
+from collections.abc import Callable
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Any
 
 from django.db import transaction
@@ -27,7 +39,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from retention.conf import settings
-from retention.disposal import Disposer
+from retention.disposal import Disposer, ObjectDisposer, can_overlap
 from retention.engine.claims import (
     CLAIM_FIELDS,
     Claim,
@@ -37,13 +49,14 @@ from retention.engine.claims import (
     records_claim_next,
 )
 from retention.engine.events import ClaimOutcome
+from retention.engine.overlap import Overlap
 from retention.engine.page import Clock, claim_dispose
 from retention.engine.publish import Publish
-from retention.engine.queued import Guard, batch_release, run_advance
+from retention.engine.queued import Guard, batch_release, foreground_guard, run_advance
 from retention.engine.row_batch import rows_batch
 from retention.engine.rules import class_cutoff, run_rules
 from retention.engine.stepping import Stepper
-from retention.models import BatchState, RecordState, RetentionRecord, Run, RunBatch
+from retention.models import BatchState, RecordState, RetentionRecord, Run, RunBatch, RunStatus
 from retention.pacing import gate_for
 from retention.rows.registry import row_class
 from retention.selectors.control import kill_switch_paused
@@ -58,8 +71,9 @@ def batch_dispose(
     disposer: Disposer | None = None,
     publish: Publish | None = None,
     guard: Guard | None = None,
+    monotonic: Callable[[], float] = time.monotonic,
 ) -> ClaimOutcome:
-    """The batch task: claim a page, delete, finalize, then advance the run."""
+    """The batch task: claim, delete and finalize pages for a while, then advance the run."""
     token = uuid.UUID(payload["token"])
     outcome = ClaimOutcome()
     batch = RunBatch.objects.filter(token=token).select_related("run").first()
@@ -85,26 +99,60 @@ def batch_dispose(
         run_advance(run_id=run.pk, clock=clock, publish=publish, guard=guard)
         return outcome
     rules = run_rules(run)[batch.data_class]
+    gate = gate_for(data_class=batch.data_class, rate_limit=rules.rate_limit)
+    deadline = monotonic() + settings.BATCH_SECONDS
+    goes_on = partial(_goes_on, deadline, guard, clock, monotonic)
     if rules.row_cutoff is not None and row_class(batch.data_class) is not None:
-        if batch.state == BatchState.QUEUED:
-            gate_for(data_class=batch.data_class, rate_limit=rules.rate_limit).acquire(
-                max(rules.batch_size, 1)
-            )
-            rows_batch(run, batch, clock())
+        while batch.state == BatchState.QUEUED:
+            gate.acquire(max(rules.batch_size, 1))
+            if not rows_batch(run, batch, clock()) or not goes_on():
+                break
         return _close(token, run, clock, publish, guard, outcome)
-    claim = _claimed_before(run, token)
-    if claim is None and batch.state == BatchState.QUEUED:
-        claim = _claim(run, batch, now)
-    # A batch given up on (expired) claims nothing new: others took its work.
-    if claim is not None and claim.items:
-        outcome = claim_dispose(
-            claim=claim,
-            clock=clock,
-            disposer=disposer,
-            gate=gate_for(data_class=batch.data_class, rate_limit=rules.rate_limit),
-            max_attempts=rules.max_attempts,
-        )
+    disposer = disposer or ObjectDisposer()
+    overlap = Overlap(clock, lambda _claim, page: outcome.counts.update(page.counts))
+    try:
+        # Only a redelivery can find rows leased to this batch's token.
+        claim = _claimed_before(run, token) if batch.deliveries else None
+        while True:
+            if claim is None and batch.state == BatchState.QUEUED:
+                claim = _claim(run, batch, clock())
+            # A batch given up on (expired) claims nothing new: others took its work.
+            if claim is None or not claim.items:
+                break
+            storages = {item.storage for item in claim.items}
+            if claim.rechecked and can_overlap(disposer, storages, gate):
+                # As inline: this page's deletes go out while the last one is finalized.
+                overlap.submit(claim, disposer, gate, max_attempts=rules.max_attempts)
+            else:
+                overlap.settle()
+                page = claim_dispose(
+                    claim=claim,
+                    clock=clock,
+                    disposer=disposer,
+                    gate=gate,
+                    max_attempts=rules.max_attempts,
+                )
+                outcome.counts.update(page.counts)
+            if not goes_on():
+                break
+            claim = None
+        overlap.settle()
+    finally:
+        overlap.close()
     return _close(token, run, clock, publish, guard, outcome)
+
+
+def _goes_on(
+    deadline: float, guard: Guard | None, clock: Clock, monotonic: Callable[[], float]
+) -> bool:
+    """Whether the batch takes another page: within its time, the foreground within budget.
+
+    ``RETENTION_BATCH_SECONDS`` bounds how long a batch holds its worker (one
+    page more at most); the next page's claim checks the run's own stops.
+    """
+    if monotonic() >= deadline:
+        return False
+    return not (guard or foreground_guard())(now=clock()).over_budget
 
 
 def _close(
@@ -127,7 +175,7 @@ def _close(
 
 
 def _claim(run: Run, batch: RunBatch, now: datetime) -> Claim:
-    """Claim this batch's page under its token, from the class's cursor.
+    """Claim this batch's next page under its token, from the class's cursor.
 
     Under the run row's lock, so concurrent batches never claim past the
     run's limit and the cursor moves in one place.
@@ -139,7 +187,9 @@ def _claim(run: Run, batch: RunBatch, now: datetime) -> Claim:
             run=locked, clock=lambda: now, pages_in_flight=settings.MAX_BATCHES_IN_FLIGHT
         )
         rules = run_rules(locked)[batch.data_class]
-        size = stepper.page_size(rules)
+        # A run closed, paused, at its limit or past its deadline claims no more.
+        stopped = locked.status != RunStatus.RUNNING or stepper.stop(now) is not None
+        size = 0 if stopped else stepper.page_size(rules)
         report = dict(locked.report) if isinstance(locked.report, dict) else {}
         cursors = _cursors(report)
         claim = Claim(run.pk, batch.token, class_cutoff(locked, batch.data_class), ())
@@ -161,7 +211,7 @@ def _claim(run: Run, batch: RunBatch, now: datetime) -> Claim:
         }
         Run.objects.filter(pk=run.pk).update(report=report)
         RunBatch.objects.filter(token=batch.token).update(
-            size=len(claim),
+            size=F("size") + len(claim),
             lease_expires_at=now + timedelta(seconds=claim.lease_seconds),
         )
     return claim

@@ -135,7 +135,7 @@ def run_advance(
                 return run.status  # the last batch to finish closes the run
             _deferral_end(run, now, ending=True)
             return run_finish(run, stop.status, stop.reason, now).status
-        reading = (guard or _foreground_guard())(now=now)
+        reading = (guard or foreground_guard())(now=now)
         if reading.over_budget:
             _deferral_start(run, reading, now)
             return run.status
@@ -159,7 +159,8 @@ def run_advance(
     return run.status
 
 
-def _foreground_guard() -> Guard:
+def foreground_guard() -> Guard:
+    """The host's foreground guard: asked before publishing, and by a batch before a page."""
     from retention.guard import foreground_guard_read
 
     return foreground_guard_read

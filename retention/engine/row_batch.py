@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from django.db import transaction
+from django.db.models import F
 from django.utils.dateparse import parse_datetime
 
 from retention.conf import settings
@@ -19,12 +20,12 @@ from retention.engine.row_select import RowCursor
 from retention.engine.rows import rows_page
 from retention.engine.rules import run_rules
 from retention.engine.stepping import Stepper
-from retention.models import Run, RunBatch
+from retention.models import Run, RunBatch, RunStatus
 from retention.rows.registry import row_class_required
 
 
-def rows_batch(run: Run, batch: RunBatch, now: datetime) -> int:
-    """Dispose of the class's next page; return how many rows it took."""
+def rows_batch(run: Run, batch: RunBatch, now: datetime) -> bool:
+    """Dispose of the class's next page; return whether the class has more."""
     row = row_class_required(batch.data_class)
     with transaction.atomic():
         locked = Run.objects.select_for_update().get(pk=run.pk)
@@ -32,6 +33,8 @@ def rows_batch(run: Run, batch: RunBatch, now: datetime) -> int:
         stepper = Stepper(
             run=locked, clock=lambda: now, pages_in_flight=settings.MAX_BATCHES_IN_FLIGHT
         )
+        if locked.status != RunStatus.RUNNING or stepper.stop(now) is not None:
+            return False  # closed, paused or past its deadline: the advance ends it
         size = stepper.page_size(rules)
         report = dict(locked.report) if isinstance(locked.report, dict) else {}
         cursors = dict(report.get("row_cursors") or {})
@@ -49,22 +52,23 @@ def rows_batch(run: Run, batch: RunBatch, now: datetime) -> int:
             if size > 0
             else None
         )
-        taken = 0
+        taken, more = 0, False
         if page is not None:
             taken = page.counts["claimed"]
+            more = not (page.stopped or page.seen < size)
             if page.cursor is not None:
                 cursor = page.cursor
             cursors[batch.data_class] = (
                 [cursor[0].isoformat(), str(cursor[1])] if cursor is not None else None
             )
             report["row_cursors"] = cursors
-            if page.stopped or page.seen < size:
+            if not more:
                 report.setdefault("rows_done", {})[batch.data_class] = True
         else:
             report.setdefault("rows_done", {})[batch.data_class] = True
         Run.objects.filter(pk=run.pk).update(report=report)
-        RunBatch.objects.filter(token=batch.token).update(size=taken)
-    return taken
+        RunBatch.objects.filter(token=batch.token).update(size=F("size") + taken)
+    return more
 
 
 def _cursor(to_python: Callable[[Any], Any], value: list[str] | None) -> RowCursor | None:

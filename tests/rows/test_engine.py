@@ -73,9 +73,7 @@ def test_rows__a_run_deletes_rows_past_the_period_and_keeps_the_rest(logs: Any, 
     assert _chain_intact()
 
 
-def test_rows__a_delete_receiver_sees_every_row_as_with_queryset_delete(
-    logs: Any, now: datetime
-):
+def test_rows__a_delete_receiver_sees_every_row_as_with_queryset_delete(logs: Any, now: datetime):
     _logs(now, old=4, new=1)
     seen: list[str] = []
 

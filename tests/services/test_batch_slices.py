@@ -90,9 +90,7 @@ def test_batch__with_no_time_left_takes_one_page(slices, make_policy, now):
     assert _sizes() == [2, 2, 1]
 
 
-def test_batch__takes_no_further_page_once_the_foreground_is_over_budget(
-    slices, make_policy, now
-):
+def test_batch__takes_no_further_page_once_the_foreground_is_over_budget(slices, make_policy, now):
     make_policy(batch_size=2)
     records = seed(6, now)
     queue = Queue(FakeTime(now))

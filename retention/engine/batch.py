@@ -177,43 +177,58 @@ def _close(
 def _claim(run: Run, batch: RunBatch, now: datetime) -> Claim:
     """Claim this batch's next page under its token, from the class's cursor.
 
-    Under the run row's lock, so concurrent batches never claim past the
-    run's limit and the cursor moves in one place.
+    A run with a limit claims under its row's lock, so concurrent batches
+    never claim past it. Without one, the claim's walk (most of its time)
+    holds no lock on the run: claims of concurrent batches skip each other's
+    locked rows, and the run's row is locked only to record the page (its
+    count, the class's cursor) in the claim's own transaction. The cursor
+    kept is the furthest any batch reached; rows a batch went past are taken
+    by the pass from the start that follows an empty page.
     """
+    current = Run.objects.get(pk=run.pk)
+    if current.limit is not None:
+        with transaction.atomic():
+            return _claim_page(Run.objects.select_for_update().get(pk=run.pk), batch, now)
     with transaction.atomic():
-        locked = Run.objects.select_for_update().get(pk=run.pk)
-        # The lease covers the rate gate's pacing behind every batch in flight.
-        stepper = Stepper(
-            run=locked, clock=lambda: now, pages_in_flight=settings.MAX_BATCHES_IN_FLIGHT
+        return _claim_page(current, batch, now)
+
+
+def _claim_page(run: Run, batch: RunBatch, now: datetime) -> Claim:
+    # The lease covers the rate gate's pacing behind every batch in flight.
+    stepper = Stepper(run=run, clock=lambda: now, pages_in_flight=settings.MAX_BATCHES_IN_FLIGHT)
+    rules = run_rules(run)[batch.data_class]
+    # A run closed, paused, at its limit or past its deadline claims no more.
+    stopped = run.status != RunStatus.RUNNING or stepper.stop(now) is not None
+    size = 0 if stopped else stepper.page_size(rules)
+    cursors = _cursors(run.report if isinstance(run.report, dict) else {})
+    claim = Claim(run.pk, batch.token, class_cutoff(run, batch.data_class), ())
+    if size > 0:
+        claim = records_claim_next(
+            cursors=cursors,
+            run=run,
+            data_class=batch.data_class,
+            limit=size,
+            now=now,
+            lease_seconds=stepper.page_lease_seconds(size, rules),
+            start_disposal=True,
+            token=batch.token,
         )
-        rules = run_rules(locked)[batch.data_class]
-        # A run closed, paused, at its limit or past its deadline claims no more.
-        stopped = locked.status != RunStatus.RUNNING or stepper.stop(now) is not None
-        size = 0 if stopped else stepper.page_size(rules)
-        report = dict(locked.report) if isinstance(locked.report, dict) else {}
-        cursors = _cursors(report)
-        claim = Claim(run.pk, batch.token, class_cutoff(locked, batch.data_class), ())
-        if size > 0:
-            lease_seconds = stepper.page_lease_seconds(size, rules)
-            claim = records_claim_next(
-                cursors=cursors,
-                run=locked,
-                data_class=batch.data_class,
-                limit=size,
-                now=now,
-                lease_seconds=lease_seconds,
-                start_disposal=True,
-                token=batch.token,
-            )
-        report["cursors"] = {
-            name: [cursor[0].isoformat(), cursor[1]] if cursor else None
-            for name, cursor in cursors.items()
-        }
-        Run.objects.filter(pk=run.pk).update(report=report)
-        RunBatch.objects.filter(token=batch.token).update(
-            size=F("size") + len(claim),
-            lease_expires_at=now + timedelta(seconds=claim.lease_seconds),
-        )
+    # The report as it is now (the advance and other batches write it too).
+    locked = Run.objects.select_for_update().get(pk=run.pk)
+    report = dict(locked.report) if isinstance(locked.report, dict) else {}
+    kept = _cursors(report)
+    mine = cursors.get(batch.data_class)
+    other = kept.get(batch.data_class)
+    kept[batch.data_class] = max(mine, other) if mine and other else (mine or other)
+    report["cursors"] = {
+        name: [cursor[0].isoformat(), cursor[1]] if cursor else None
+        for name, cursor in kept.items()
+    }
+    Run.objects.filter(pk=run.pk).update(report=report)
+    RunBatch.objects.filter(token=batch.token).update(
+        size=F("size") + len(claim),
+        lease_expires_at=now + timedelta(seconds=claim.lease_seconds),
+    )
     return claim
 
 

@@ -7,8 +7,8 @@ plus one page at most, so foreground tasks on the same cluster wait for no
 more than that, while the hand-over from one task to the next (the broker's
 poll, the run's advance, the task's result) is paid once for several pages.
 Each page's claim checks the run's stops (closed, kill switch, limit,
-deadline or next slot) under the run row's lock, and the foreground guard is
-asked before every page after the first.
+deadline or next slot) on the run as it is then, and the foreground guard
+is asked before every page after the first.
 
 The claim happens here, on the worker, right before the delete, so it is
 the re-check too, as on the inline path: under row locks it takes only rows

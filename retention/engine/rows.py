@@ -77,7 +77,7 @@ def rows_page(
     db = router.db_for_write(row.model)
     returning = _returning(row, db) if holds.empty and _plain_delete(row, db) else None
     try:
-        with transaction.atomic(using=db):
+        with transaction.atomic():
             page_timeouts()
             if returning is not None:
                 _delete_returning(run, row, rules, due, cursor, limit, returning, result, now)

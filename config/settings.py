@@ -123,6 +123,10 @@ Q_CLUSTER: dict[str, Any] = {
     # Missed slots after downtime would each be replayed; the scheduled task
     # coalesces them anyway (one run per slot), this avoids the noise.
     "catch_up": False,
+    # ORM broker: how often an idle cluster looks for a task (django-q2's
+    # default is 0.2 s). Each queued run waits for it twice before its first
+    # batch starts (its arm task, then the batches the arm publishes).
+    "poll": float(os.environ.get("Q_POLL", "0.1")),
     "orm": "default",
 }
 if os.environ.get("REDIS_URL"):

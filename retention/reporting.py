@@ -51,11 +51,19 @@ def summary_lines(run: RunModel) -> list[str]:
     lines.append(f"  Cutoff: {rfc3339(run.cutoff)}")
     oldest = rfc3339(run.oldest_eligible_at) or "none"
     if run.mode == RunMode.DRY_RUN:
-        lines.append(
-            f"  Would delete {run.eligible} expired record(s) (oldest expired {oldest}); "
-            f"{run.skipped_held} expired record(s) are under legal hold and would be kept."
-        )
         per_class = run.report.get("per_data_class", {})
+        # Eligible rows of redacting classes are counted in run.eligible too.
+        redact = sum(
+            int(data.get("eligible") or 0)
+            for data in per_class.values()
+            if data.get("kind") == "rows" and data.get("disposition") == "redact"
+        )
+        redacting = f" and redact {redact} row(s)" if redact else ""
+        lines.append(
+            f"  Would delete {run.eligible - redact} expired record(s){redacting} (oldest "
+            f"expired {oldest}); {run.skipped_held} expired record(s) are under legal hold "
+            "and would be kept."
+        )
         for name, data in sorted(per_class.items()):
             note = (
                 "; report-only, enable enforcement to delete"

@@ -13,6 +13,7 @@ from retention import api, redaction
 from retention.digest import key_digest
 from retention.engine import run_execute, run_start
 from retention.models import DeletionEvent, EventKind, Policy, RowMark, RowSkip, Run
+from retention.reporting import summary_lines
 from retention.selectors.evidence import VerifyResult, chain_verify
 from tests.rowhost.models import Account, AccountNote, Invoice, RequestLog, Ticket
 
@@ -304,6 +305,23 @@ def test_rows__a_dry_run_reports_eligible_held_protected_and_related_rows(
     assert (figures["eligible"], figures["held"], figures["protected"]) == (1, 1, 1)
     assert figures["related"]["deletes"]["rowhost.AccountNote"] == 2
     assert Account.objects.count() == 3
+
+
+def test_rows__a_dry_run_header_counts_redactions_apart_from_deletions(
+    redacting: Any, logs: Any, now: datetime
+):
+    _logs(now, old=2, new=1)
+    for n in range(3):
+        _account(n, now - timedelta(days=100))
+
+    run = run_execute(
+        run=run_start(mode="dry_run", data_classes=["accounts.redact", "logs.request"], now=now),
+        clock=lambda: now,
+    )
+
+    assert run.eligible == 5
+    header = next(line for line in summary_lines(run) if "Would delete" in line)
+    assert header.startswith("  Would delete 2 expired record(s) and redact 3 row(s) (oldest")
 
 
 def test_rows__a_queued_run_deletes_them_page_by_page_and_a_redelivery_does_nothing_twice(

@@ -116,8 +116,7 @@ def _redact(
     """Redact the locked, unheld rows; list the held ones as skipped (inside the page)."""
     counts: Counter[str] = Counter()
     events = RowEvents(run=run, row=row, rules=rules, now=now)
-    held = [r for r in rows if holds.covers(r[0], r[2])]
-    free = [r for r in rows if not holds.covers(r[0], r[2])]
+    held, free = holds.split(rows)
     if held:
         RowSkip.objects.bulk_create(
             [

@@ -105,13 +105,7 @@ def _delete_locked(
     result.cursor = (rows[-1][1], rows[-1][0])
     counts = result.counts
     events = RowEvents(run=run, row=row, rules=rules, now=now)
-    held: list[tuple[Any, datetime, Any]] = []
-    free: list[tuple[Any, datetime, Any]] = []
-    if holds.empty:
-        free = list(rows)
-    else:
-        for r in rows:
-            (held if holds.covers(r[0], r[2]) else free).append(r)
+    held, free = holds.split(rows)
     events.add(EventOutcome.SKIPPED_HELD, held, reason="legal hold applies")
     # Not a run column: the run's skipped_held was measured at its start.
     counts["skipped_held_rows"] += len(held)

@@ -9,14 +9,18 @@ instead (``held_q``), so a conditional count over a million rows costs one scan.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import reduce
 from operator import or_
+from typing import Any, TypeVar
 
 from django.db.models import Q
 
 from retention.models import LegalHold, RetentionRecord
+
+# A page's row: (pk, time, tenant), as the row engine reads them.
+RowT = TypeVar("RowT", bound=tuple[Any, ...])
 
 
 def held_q(data_class: str) -> Q | None:
@@ -58,6 +62,16 @@ class RowHolds:
             or str(pk) in self.pks
             or (tenant_id is not None and str(tenant_id) in self.tenants)
         )
+
+    def split(self, rows: Sequence[RowT]) -> tuple[list[RowT], list[RowT]]:
+        """(held, free) of a page's ``(pk, time, tenant)`` rows, each in page order."""
+        if self.empty:
+            return [], list(rows)
+        held: list[RowT] = []
+        free: list[RowT] = []
+        for r in rows:
+            (held if self.covers(r[0], r[2]) else free).append(r)
+        return held, free
 
     def q(self, tenant_field: str | None) -> Q | None:
         """A filter over the class's rows matching the held ones; None when none is held."""

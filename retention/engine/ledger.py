@@ -31,7 +31,7 @@ from retention.models import (
     RunStatus,
     RunTrigger,
 )
-from retention.selectors.control import kill_switch_engaged
+from retention.selectors.control import kill_switch_paused
 from retention.storage import StorageUnavailable
 
 logger = logging.getLogger("retention.engine")
@@ -84,7 +84,7 @@ def run_start(
                 "report_only",
             )
         chosen = [p for p in chosen if p.mode == DataClassMode.ENFORCE]
-        if refusal is None and kill_switch_engaged() is not None:
+        if refusal is None and kill_switch_paused():
             refusal = ("Retention is paused (kill switch); resume it first.", "paused")
 
     rules = [ClassRules.for_policy(p, started_at=now) for p in chosen]

@@ -15,7 +15,8 @@ claims ← events ← page ← stepping ← executors):
   moves in bounded tasks (an arm task, then batches that claim their
   successors), so no task holds a worker for the whole run;
 - ``publish``: task names and how queued runs are published;
-- ``schedule``: the nightly sweep and its watchdog.
+- ``schedule``: the nightly sweep and its watchdog;
+- ``reconcile`` (+ ``reconcile_act``): the store compared with the records.
 
 The names below are the engine's entry points for the interfaces (command,
 tasks, REST API, admin) and for ``retention.api``.
@@ -36,6 +37,7 @@ from retention.engine.publish import (
     run_trigger,
 )
 from retention.engine.queued import run_advance, run_dispatch
+from retention.engine.reconcile import reconcile_run
 from retention.engine.rules import class_cutoff
 from retention.engine.schedule import (
     SWEEP_SCHEDULE,
@@ -60,6 +62,7 @@ __all__ = [
     "batch_dispose",
     "claim_dispose",
     "class_cutoff",
+    "reconcile_run",
     "records_claim",
     "records_claim_next",
     "run_abort",

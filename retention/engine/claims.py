@@ -48,6 +48,8 @@ class ClaimedItem:
     policy_version_number: int
     disposition: str
     erase_all_versions: bool
+    # How often reconciliation put this record back after its deletion.
+    reappearances: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +77,7 @@ CLAIM_FIELDS = (
     "expires_at",
     "attempts",
     "disposal_started_at",
+    "reappearances",
     "policy_version_id",
     "policy_version__policy__data_class",
     "policy_version__number",
@@ -108,6 +111,7 @@ def claimed_item(
         policy_version_number=row["policy_version__number"],
         disposition=row["policy_version__disposition"],
         erase_all_versions=row["policy_version__erase_all_versions"],
+        reappearances=row["reappearances"],
     )
 
 

@@ -3,7 +3,8 @@
 Every decision about a record leaves one event in the hash chain
 (``retention.services.evidence``). The idempotency key (policy version +
 record + disposition, plus the outcome and attempt or row version where one
-record can see that outcome more than once) is unique, so a replayed page
+record can see that outcome more than once, and the run for a skip, which
+every run that skips the record records again) is unique, so a replayed page
 records nothing twice.
 """
 
@@ -14,9 +15,12 @@ from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from django.db import transaction
+
 from retention.engine.claims import ClaimedItem
+from retention.engine.ledger import run_counts_add
 from retention.engine.rules import expired_pending
-from retention.models import EventOutcome, Run
+from retention.models import DeletionEvent, EventKind, EventOutcome, Run
 from retention.services.evidence import NewEvent, events_append
 
 
@@ -28,12 +32,17 @@ class ClaimOutcome:
         return self.counts[name]
 
 
-def idempotency_key(item: ClaimedItem, outcome: str) -> str:
+def idempotency_key(item: ClaimedItem, outcome: str, *, run_id: uuid.UUID) -> str:
     base = f"{item.policy_version_id}:{item.record_id}:{item.disposition}"
+    if item.reappearances:
+        # Deleted once, found again by reconciliation: a new disposal.
+        base = f"{base}:r{item.reappearances}"
     if outcome in (EventOutcome.DELETED, EventOutcome.ALREADY_ABSENT):
         return base
     if outcome in (EventOutcome.SKIPPED_HELD, EventOutcome.SKIPPED_RENEWED):
-        return f"{base}:{outcome}:v{item.row_version}"
+        # Per run: a replay within the run records the skip once, and every
+        # run that skips the record leaves its own evidence of it.
+        return f"{base}:{outcome}:v{item.row_version}:{run_id}"
     return f"{base}:{outcome}:a{item.attempt}"
 
 
@@ -41,7 +50,7 @@ def event_for(
     item: ClaimedItem, *, run_id: uuid.UUID, outcome: str, now: datetime, reason: str = ""
 ) -> NewEvent:
     return NewEvent(
-        idempotency_key=idempotency_key(item, outcome),
+        idempotency_key=idempotency_key(item, outcome, run_id=run_id),
         record_id=item.record_id,
         run_id=run_id,
         tenant_id=item.tenant_id,
@@ -60,7 +69,19 @@ def event_for(
 
 
 def held_skips_record(run: Run, now: datetime) -> None:
-    """One skipped_held event per held expired row and row version."""
+    """One skipped_held event per held expired record, and the run's count of them.
+
+    An enforcing run counts the held skips it records, each in the
+    transaction of its events (here, a page's held rows, the re-check), so
+    its count and its events agree (``retention_verify --runs``). The
+    measure's figure, which also counted held rows of model-row classes that
+    a page has not reached yet, is what a dry run reports; called right after
+    it, this replaces it by what was recorded.
+    """
+    recorded = DeletionEvent.objects.filter(
+        run=run, kind=EventKind.OBJECT, outcome=EventOutcome.SKIPPED_HELD
+    ).count()
+    Run.objects.filter(pk=run.pk).update(skipped_held=recorded)
     rows = (
         expired_pending(run)
         .held()
@@ -108,7 +129,14 @@ def held_skips_record(run: Run, now: datetime) -> None:
             )
         )
         if len(batch) >= 2000:
-            events_append(batch, run_id=run.pk, now=now)
+            _held_skips_append(run, batch, now)
             batch = []
     if batch:
-        events_append(batch, run_id=run.pk, now=now)
+        _held_skips_append(run, batch, now)
+
+
+def _held_skips_append(run: Run, events: list[NewEvent], now: datetime) -> None:
+    with transaction.atomic():
+        # Only what is new counts: a second call for the run records nothing twice.
+        fresh = events_append(events, run_id=run.pk, now=now)
+        run_counts_add(run.pk, Counter(skipped_held=len(fresh)))

@@ -24,6 +24,10 @@ class EventOutcome(models.TextChoices):
     FAILED = "failed", "Failed"
     REDACTED = "redacted", "Redacted"
     SKIPPED_PROTECTED = "skipped_protected", "Skipped: protected by a related row"
+    # Reconciliation: the object was not in the store (terminal, never "deleted"),
+    # or it was there again after its deletion (back to the claim queue).
+    MISSING = "missing", "Not found at deletion time"
+    REAPPEARED = "reappeared", "Reappeared after deletion"
 
 
 class EventKind(models.TextChoices):

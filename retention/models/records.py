@@ -22,6 +22,8 @@ class RecordState(models.TextChoices):
     DELETING = "deleting", "Deleting"
     DELETED = "deleted", "Deleted"
     FAILED = "failed", "Failed"
+    # Terminal: reconciliation found no object for a live record. Never "deleted".
+    MISSING = "missing", "Not found at deletion time"
 
 
 class HoldQuerySet(models.QuerySet["LegalHold"]):
@@ -210,6 +212,12 @@ class RetentionRecord(models.Model):
     last_error = models.TextField(blank=True)
     deleted_at = models.DateTimeField(null=True, blank=True)
     renewed_at = models.DateTimeField(null=True, blank=True)
+    # Reconciliation found the object again after its record said deleted
+    # (a bucket restore, a re-upload): how often, and when last. Each time
+    # the record goes back to the claim queue, and its deletion events get a
+    # fresh idempotency key.
+    reappearances = models.PositiveIntegerField(default=0, db_default=0)
+    reappeared_at = models.DateTimeField(null=True, blank=True)
 
     objects = RecordQuerySet.as_manager()
 
@@ -238,7 +246,9 @@ class RetentionRecord(models.Model):
                 name="retention_record_deleted_time_only_when_deleted",
             ),
             models.CheckConstraint(
-                condition=Q(state__in=[RecordState.FAILED, RecordState.DELETED])
+                condition=Q(
+                    state__in=[RecordState.FAILED, RecordState.DELETED, RecordState.MISSING]
+                )
                 | Q(retryable=True),
                 name="retention_record_given_up_only_when_failed",
             ),
@@ -263,6 +273,12 @@ class RetentionRecord(models.Model):
                 name="retention_record_due",
             ),
             models.Index(fields=["tenant_id", "data_class"], name="retention_record_tenant"),
+            # retention_check: reappeared objects not deleted again yet (few rows).
+            models.Index(
+                fields=["reappeared_at"],
+                condition=Q(reappeared_at__isnull=False, deleted_at__isnull=True),
+                name="retention_record_reappeared",
+            ),
         ]
 
     def __str__(self) -> str:

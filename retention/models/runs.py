@@ -22,6 +22,8 @@ class RunTrigger(models.TextChoices):
 class RunMode(models.TextChoices):
     DRY_RUN = "dry_run", "Dry run"
     ENFORCE = "enforce", "Enforce"
+    # The store compared with the records (retention_reconcile); deletes nothing.
+    RECONCILE = "reconcile", "Reconcile"
 
 
 class RunStatus(models.TextChoices):

@@ -1,0 +1,117 @@
+"""Compare a store with the retention records, and act on what differs (SPEC §2 Reconciliation)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.utils import timezone
+
+from retention.engine import reconcile_run
+from retention.exceptions import RunRefused
+from retention.models import Run, RunStatus, RunTrigger
+
+COUNTS = ("orphans", "missing", "reappeared", "leftover_versions", "listed", "tracked", "adopted")
+
+
+def reconcile_as_json(run: Run) -> dict[str, Any]:
+    counts = (run.report or {}).get("counts") or {}
+    return {
+        "run_id": str(run.pk),
+        "mode": run.mode,
+        "status": run.status,
+        "counts": {name: int(counts.get(name, 0)) for name in COUNTS},
+    }
+
+
+class Command(BaseCommand):
+    help = (
+        "List a store and compare it with the records: orphans, missing objects, objects "
+        "that reappeared after deletion, versions left behind an erasure."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument(
+            "--storage",
+            dest="storages",
+            action="append",
+            default=[],
+            metavar="ALIAS",
+            help="A STORAGES alias (repeatable); default: every alias records use.",
+        )
+        parser.add_argument("--prefix", default="", help="Only keys starting with this.")
+        parser.add_argument(
+            "--data-class",
+            dest="data_classes",
+            action="extend",
+            nargs="+",
+            default=[],
+            metavar="X",
+            help="Report and act on these data classes' records only (repeatable).",
+        )
+        parser.add_argument(
+            "--adopt", metavar="DATA_CLASS", help="Track each orphan as a record of this class."
+        )
+        parser.add_argument(
+            "--tenant-pattern",
+            metavar="PATTERN",
+            help="With --adopt: where a key names its tenant, e.g. '{tenant}/{rest}'.",
+        )
+        parser.add_argument("--dry-run", action="store_true", help="Report only; change no record.")
+        parser.add_argument(
+            "--json", action="store_true", dest="as_json", help="Print one JSON object."
+        )
+
+    def handle(
+        self,
+        *,
+        storages: list[str],
+        prefix: str,
+        data_classes: list[str],
+        adopt: str | None,
+        tenant_pattern: str | None,
+        dry_run: bool,
+        as_json: bool,
+        **options: Any,
+    ) -> None:
+        if tenant_pattern and not adopt:
+            raise CommandError("--tenant-pattern names the tenant of adopted objects: use --adopt.")
+        try:
+            run = reconcile_run(
+                storages=storages or None,
+                prefix=prefix,
+                data_classes=data_classes or None,
+                adopt=adopt,
+                tenant_pattern=tenant_pattern,
+                dry_run=dry_run,
+                trigger=RunTrigger.COMMAND,
+                now=timezone.now(),
+            )
+        except RunRefused as exc:
+            if as_json and exc.run_id is not None:
+                self.stdout.write(json.dumps(reconcile_as_json(Run.objects.get(pk=str(exc.run_id)))))
+            raise CommandError(f"reconciliation refused ({exc.reason}): {exc}") from exc
+        if as_json:
+            self.stdout.write(json.dumps(reconcile_as_json(run)))
+        else:
+            self._summary(run)
+        if run.status != RunStatus.FINISHED:
+            raise CommandError(f"reconciliation {run.pk} ended {run.status}: {run.status_reason}")
+
+    def _summary(self, run: Run) -> None:
+        report = run.report or {}
+        verb = "Would act on" if report.get("dry_run") else "Acted on"
+        self.stdout.write(f"Reconciliation {run.pk} ({run.status}).")
+        for alias, counts in (report.get("storages") or {}).items():
+            figures = ", ".join(f"{name} {counts.get(name, 0)}" for name in COUNTS)
+            self.stdout.write(f"  {alias}: {figures}")
+            skipped = (report.get("not_adopted") or {}).get(alias)
+            if skipped:
+                reasons = ", ".join(f"{name} {n}" for name, n in sorted(skipped.items()))
+                self.stdout.write(f"    not adopted: {reasons}")
+        if run.status == RunStatus.FINISHED:
+            self.stdout.write(
+                f"{verb} the findings: missing records closed as not found, reappeared "
+                "objects and leftover versions of enforced classes queued for deletion."
+            )

@@ -41,6 +41,10 @@ class Listed:
     leftovers: int = 0
 
 
+# Keys per listing request (S3's maximum); tests make it small to cross pages.
+LIST_PAGE_SIZE = 1000
+
+
 class ListingFailed(Exception):
     """The listing stopped before its end; the message names no key."""
 
@@ -53,7 +57,11 @@ def s3_objects(adapter: S3Adapter, prefix: str, *, versions: bool) -> Iterator[L
     paginator = adapter.client.get_paginator(
         "list_object_versions" if versions else "list_objects_v2"
     )
-    pages = paginator.paginate(Bucket=adapter.bucket, Prefix=location + prefix)
+    pages = paginator.paginate(
+        Bucket=adapter.bucket,
+        Prefix=location + prefix,
+        PaginationConfig={"PageSize": LIST_PAGE_SIZE},
+    )
     entries = _version_entries(pages) if versions else _object_entries(pages)
     try:
         for key, entry in entries:

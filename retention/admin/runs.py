@@ -109,7 +109,7 @@ class RunAdmin(CsvExportMixin[Run], ReadOnlyAdmin[Run]):
 
     @admin.display(description="report")
     def report_link(self, obj: Run) -> str:
-        if obj.mode != RunMode.DRY_RUN:
+        if obj.mode not in (RunMode.DRY_RUN, RunMode.RECONCILE):
             return "—"
         url = reverse("admin:retention_run_report", args=[obj.pk])
         return format_html('<a href="{}">report</a>', url)
@@ -137,7 +137,7 @@ class RunAdmin(CsvExportMixin[Run], ReadOnlyAdmin[Run]):
         extra_context: dict[str, Any] | None = None,
     ) -> HttpResponse:
         run = self.get_object(request, object_id)
-        if run is not None and run.mode == RunMode.DRY_RUN:
+        if run is not None and run.mode in (RunMode.DRY_RUN, RunMode.RECONCILE):
             return HttpResponseRedirect(reverse("admin:retention_run_report", args=[run.pk]))
         return super().change_view(request, object_id, form_url, extra_context)
 
@@ -145,6 +145,8 @@ class RunAdmin(CsvExportMixin[Run], ReadOnlyAdmin[Run]):
         if not self.has_view_permission(request):
             raise PermissionDenied
         run = get_object_or_404(Run.objects.select_related("reviewed_by"), pk=object_id)
+        if run.mode == RunMode.RECONCILE:
+            return self._reconcile_report(request, run)
         if run.mode != RunMode.DRY_RUN:
             return HttpResponseRedirect(reverse("admin:retention_run_change", args=[run.pk]))
         now = timezone.now()
@@ -190,6 +192,28 @@ class RunAdmin(CsvExportMixin[Run], ReadOnlyAdmin[Run]):
             "can_disable": can_disable,
         }
         return TemplateResponse(request, "admin/retention/run/report.html", context)
+
+    def _reconcile_report(self, request: HttpRequest, run: Run) -> HttpResponse:
+        """A reconciliation's findings per storage, and samples by digest (never keys)."""
+        report = run.report if isinstance(run.report, dict) else {}
+        storages = [
+            {
+                "alias": alias,
+                "counts": list(counts.items()),
+                "samples": list((report.get("samples") or {}).get(alias, {}).items()),
+                "not_adopted": sorted((report.get("not_adopted") or {}).get(alias, {}).items()),
+            }
+            for alias, counts in (report.get("storages") or {}).items()
+        ]
+        context = {
+            **self.admin_site.each_context(request),
+            "title": f"Reconciliation {str(run.pk)[:8]}",
+            "run": run,
+            "report": report,
+            "storages": storages,
+            "opts": self.model._meta,
+        }
+        return TemplateResponse(request, "admin/retention/run/reconcile_report.html", context)
 
     def enforcement_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
         """POST ``data_class`` and ``mode`` (enforce | report_only) from the report."""

@@ -161,7 +161,11 @@ class DeletionListApi(CSVStreamMixin, TenantApiView):
         disposition = serializers.ChoiceField(choices=Disposition.choices)
         outcome = serializers.ChoiceField(
             choices=[c for c in EventOutcome.choices if c[0] in RECEIPT_OUTCOMES],
-            help_text="`deleted`, or `already_absent` when the object was gone already.",
+            help_text=(
+                "`deleted`; `already_absent` when the object was gone already at deletion; "
+                "`missing`: not found at deletion time (reconciliation found it gone before "
+                "any deletion run), never a deletion."
+            ),
         )
         expired_at = serializers.DateTimeField(source="expires_at")
         deleted_at = serializers.DateTimeField(source="occurred_at")
@@ -302,6 +306,9 @@ class DataClassReportSerializer(serializers.Serializer[Any]):
     already_absent = serializers.IntegerField()
     on_time = serializers.IntegerField(help_text="Receipts within the promise after expiry.")
     late = serializers.IntegerField(help_text="Receipts later than the promise.")
+    missing = serializers.IntegerField(
+        help_text="Receipts `missing`: not found at deletion time; not counted as deleted."
+    )
     overdue = serializers.IntegerField(
         help_text="Now: not deleted, expired longer ago than the promise, under no hold."
     )

@@ -132,6 +132,13 @@ def _explain(
         deleted = _when(record.deleted_at) if record.deleted_at else "an unrecorded time"
         text.append(f"It was deleted on {deleted}; its receipt is among the deletion receipts.")
         return " ".join(text)
+    if record.state == RecordState.MISSING:
+        text.append(
+            "It was not found in the store at deletion time: a check of the store found it "
+            "gone before any deletion run reached it. Its receipt says so; it is not counted "
+            "as deleted."
+        )
+        return " ".join(text)
     text.append("Later policy changes do not move this date; only a renewal restarts it.")
     expired = record.expires_at <= now
     if held:

@@ -25,7 +25,10 @@ from retention.models import (
 if TYPE_CHECKING:
     pass
 
-RECEIPT_OUTCOMES = (EventOutcome.DELETED, EventOutcome.ALREADY_ABSENT)
+# "missing": reconciliation found the object gone before any deletion run
+# reached it. A receipt says so; it is never counted as a deletion.
+RECEIPT_OUTCOMES = (EventOutcome.DELETED, EventOutcome.ALREADY_ABSENT, EventOutcome.MISSING)
+DELETED_OUTCOMES = (EventOutcome.DELETED, EventOutcome.ALREADY_ABSENT)
 
 RECEIPT_FIELDS = (
     "id",
@@ -146,6 +149,7 @@ class DataClassReport:
     overdue: int
     held: int
     oldest_overdue: OverdueRecord | None
+    missing: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,7 +167,7 @@ def _overdue_records(*, tenant_id: str, now: datetime, promise: timedelta) -> Re
     """Not deleted, past their deadline by more than the promise, under no hold."""
     return (
         RetentionRecord.objects.filter(tenant_id=tenant_id, expires_at__lt=now - promise)
-        .exclude(state=RecordState.DELETED)
+        .exclude(state__in=[RecordState.DELETED, RecordState.MISSING])
         .not_held()
     )
 
@@ -187,17 +191,24 @@ def deletion_report(
     def entry(name: str) -> dict[str, Any]:
         return per_class.setdefault(
             name,
-            {"deleted": 0, "already_absent": 0, "late": 0, "overdue": 0, "held": 0},
+            {"deleted": 0, "already_absent": 0, "missing": 0, "late": 0, "overdue": 0, "held": 0},
         )
 
     receipts = deletion_receipts(tenant_id=tenant_id, since=since, until=until)
     for row in receipts.values("data_class").annotate(
         deleted=Count("id", filter=Q(outcome=EventOutcome.DELETED)),
         already_absent=Count("id", filter=Q(outcome=EventOutcome.ALREADY_ABSENT)),
-        late=Count("id", filter=Q(occurred_at__gt=F("expires_at") + promise)),
+        missing=Count("id", filter=Q(outcome=EventOutcome.MISSING)),
+        late=Count(
+            "id",
+            filter=Q(occurred_at__gt=F("expires_at") + promise, outcome__in=DELETED_OUTCOMES),
+        ),
     ):
         entry(row["data_class"]).update(
-            deleted=row["deleted"], already_absent=row["already_absent"], late=row["late"]
+            deleted=row["deleted"],
+            already_absent=row["already_absent"],
+            missing=row["missing"],
+            late=row["late"],
         )
 
     overdue = _overdue_records(tenant_id=tenant_id, now=now, promise=promise)
@@ -205,7 +216,7 @@ def deletion_report(
         entry(late_row["data_class"])["overdue"] = late_row["n"]
     held = (
         RetentionRecord.objects.filter(tenant_id=tenant_id, expires_at__lte=now)
-        .exclude(state=RecordState.DELETED)
+        .exclude(state__in=[RecordState.DELETED, RecordState.MISSING])
         .held()
     )
     for held_row in held.values("data_class").annotate(n=Count("id")):
@@ -237,6 +248,7 @@ def deletion_report(
                 already_absent=data["already_absent"],
                 on_time=receipts_count - data["late"],
                 late=data["late"],
+                missing=data["missing"],
                 overdue=data["overdue"],
                 held=data["held"],
                 oldest_overdue=oldest,

@@ -241,3 +241,22 @@ def test_deletions__another_tenants_receipt_answers_404(client, acme, globex, de
     assert response.status_code == 404
     assert response.json()["code"] == "not_found"
     assert mine.status_code == 200
+
+
+def test_deletions__a_record_reconciliation_found_missing_is_a_missing_receipt_never_deleted(
+    client, acme, make_policy, now
+):
+    from retention import engine
+
+    make_policy("idv.photo", timedelta(days=30))
+    lost = put_tracked(tenant_id="acme", now=now - timedelta(days=31))
+    storages["default"].delete(lost.object_key)
+    engine.reconcile_run(now=now)
+
+    body = client.get("/api/v1/deletions/", headers=acme).json()
+    report = client.get("/api/v1/deletions/report/", headers=acme).json()
+
+    assert [(r["record_id"], r["outcome"]) for r in body["results"]] == [(lost.pk, "missing")]
+    (photos,) = report["data_classes"]
+    assert (photos["deleted"], photos["already_absent"], photos["missing"]) == (0, 0, 1)
+    assert photos["overdue"] == 0

@@ -65,6 +65,7 @@ def test_report__splits_on_time_and_late_and_finds_the_oldest_overdue(client, ac
             "already_absent": 1,
             "on_time": 2,
             "late": 1,
+            "missing": 0,
             "overdue": 1,
             "held": 1,
             "oldest_overdue": {
@@ -80,6 +81,7 @@ def test_report__splits_on_time_and_late_and_finds_the_oldest_overdue(client, ac
             "already_absent": 0,
             "on_time": 0,
             "late": 0,
+            "missing": 0,
             "overdue": 1,
             "held": 0,
             "oldest_overdue": {

@@ -281,9 +281,12 @@ def check_queued_runs(**kwargs: Any) -> list[CheckMessage]:
     from django_q.conf import Conf
 
     problems: list[str] = []
-    cron = settings.SCHEDULE_CRON
-    if not croniter.is_valid(cron):
-        problems.append(f"RETENTION_SCHEDULE_CRON {cron!r} is not a valid cron expression.")
+    for name, cron in (
+        ("SCHEDULE_CRON", settings.SCHEDULE_CRON),
+        ("RECONCILE_CRON", settings.RECONCILE_CRON),
+    ):
+        if not croniter.is_valid(cron):
+            problems.append(f"RETENTION_{name} {cron!r} is not a valid cron expression.")
     for name, minimum in (
         ("MAX_BATCHES_IN_FLIGHT", 1),
         ("DISPATCHER_LEASE_SECONDS", 1),
@@ -308,8 +311,8 @@ def check_queued_runs(**kwargs: Any) -> list[CheckMessage]:
         messages.append(
             Warning(
                 f"django-q2 evaluates cron schedules in {Conf.TIME_ZONE}, but "
-                "RETENTION_SCHEDULE_CRON is meant in UTC: the nightly sweep would start at "
-                "another hour.",
+                "RETENTION_SCHEDULE_CRON and RETENTION_RECONCILE_CRON are meant in UTC: the "
+                "nightly sweep and the weekly reconciliation would start at another hour.",
                 hint="Set Q_CLUSTER['time_zone'] = 'UTC' (or TIME_ZONE = 'UTC').",
                 id="retention.W003",
             )

@@ -59,6 +59,11 @@ class RetentionSettings:
         return str(self._get("SCHEDULE_CRON", "17 2 * * *"))
 
     @property
+    def RECONCILE_CRON(self) -> str:
+        """When the scheduled reconciliation runs (5-field cron, UTC): weekly by default."""
+        return str(self._get("RECONCILE_CRON", "43 3 * * 0"))
+
+    @property
     def MAX_BATCHES_IN_FLIGHT(self) -> int:
         """Queued runs: batches published and not finished, across all runs and hosts."""
         return int(self._get("MAX_BATCHES_IN_FLIGHT", 4))

@@ -31,7 +31,7 @@ from prometheus_client.registry import Collector
 
 from retention.conf import settings
 from retention.counters import CLAIMED, REGISTRY  # noqa: F401  (CLAIMED: read by tests)
-from retention.selectors.health import deleting_counts, lag_check
+from retention.selectors.health import LagCheck, deleting_counts, lag_check
 
 logger = logging.getLogger("retention.metrics")
 
@@ -113,6 +113,27 @@ class HealthCollector(Collector):
             for key, value in values.items():
                 families[key].add_metric(label, value)
         yield from families.values()
+        yield from _reconcile_families(check)
+
+
+def _reconcile_families(check: LagCheck) -> Iterator[Metric]:
+    """Per storage, the last finished reconciliation (dry runs too: they observed the store)."""
+    findings = GaugeMetricFamily(
+        "retention_reconcile_findings",
+        "What the last finished reconciliation of the storage found, per finding.",
+        labels=["storage", "finding"],
+    )
+    age = GaugeMetricFamily(
+        "retention_reconcile_age_seconds",
+        "Seconds since the last reconciliation of the storage finished; absent when never.",
+        labels=["storage"],
+    )
+    for item in check.reconciliations:
+        for finding, n in item.findings.items():
+            findings.add_metric([item.storage, finding], n)
+        age.add_metric([item.storage], max(item.age(check.now).total_seconds(), 0))
+    yield findings
+    yield age
 
 
 # The gauges join the counters' registry, read at scrape time.

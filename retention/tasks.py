@@ -1,9 +1,9 @@
 """django-q2 entry points. Thin: read the clock, call the engine, report.
 
-Installed by ``retention_schedule`` (the sweep and the watchdog) or published
-by the engine (a queued run's arm task, its batches). Each is safe to run
-twice. Their dotted paths are a contract with tasks already sitting in a
-broker: an upgrade keeps them.
+Installed by ``retention_schedule`` (the sweep, the watchdog, the weekly
+reconciliation) or published by the engine (a queued run's arm task, its
+batches). Each is safe to run twice. Their dotted paths are a contract with
+tasks already sitting in a broker: an upgrade keeps them.
 """
 
 from __future__ import annotations
@@ -13,12 +13,19 @@ from typing import Any
 from django.utils import timezone
 
 from retention import engine
+from retention.models import RunTrigger
 
 
 def run_scheduled(**_schedule: Any) -> str | None:
     """The scheduled sweep: start (or join) the run of the current cron slot."""
     run = engine.run_schedule_fire(now=timezone.now())
     return str(run.pk) if run is not None else None
+
+
+def reconcile_scheduled(**_schedule: Any) -> str:
+    """The weekly reconciliation: compare every store in use with the records."""
+    run = engine.reconcile_run(trigger=RunTrigger.SCHEDULE, now=timezone.now())
+    return str(run.pk)
 
 
 def runs_resume() -> int:

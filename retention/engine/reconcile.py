@@ -21,7 +21,7 @@ from typing import Any, NoReturn
 from django.db import connection
 from django.db.models import F, Max
 from django.db.models.functions import Collate
-from django.db.models.lookups import GreaterThan
+from django.db.models.lookups import GreaterThan, GreaterThanOrEqual, LessThan
 
 from retention.digest import key_digest
 from retention.engine.ledger import run_finish
@@ -175,10 +175,16 @@ def _erases_versions(alias: str, prefix: str) -> bool:
 def _records(alias: str, prefix: str) -> Iterator[dict[str, Any]]:
     """The store's records in key order, one keyset page at a time."""
     collation = _BYTE_ORDER.get(connection.vendor)
+    key = Collate("object_key", collation) if collation else F("object_key")
     base = RetentionRecord.objects.filter(storage=alias)
     if prefix:
-        base = base.filter(object_key__startswith=prefix)
-    key = Collate("object_key", collation) if collation else F("object_key")
+        # A range the index can start from and stop at: every key starting
+        # with the prefix sorts before the prefix with its last character
+        # incremented (code point order is UTF-8 byte order).
+        upper = prefix[:-1] + chr(ord(prefix[-1]) + 1)
+        base = base.filter(
+            GreaterThanOrEqual(key, prefix), LessThan(key, upper), object_key__startswith=prefix
+        )
     after: str | None = None
     while True:
         page = base if after is None else base.filter(GreaterThan(key, after))

@@ -1,4 +1,4 @@
-"""The schedule: the nightly sweep, started once per cron slot, and its watchdog.
+"""The schedule: the nightly sweep (once per cron slot), its watchdog, the weekly reconciliation.
 
 Every firing that falls in the same slot (a second cluster, missed slots
 replayed after downtime) finds the slot's run and joins it; the run stops
@@ -30,6 +30,8 @@ SWEEP_SCHEDULE = "retention.sweep"
 SWEEP_TASK = "retention.tasks.run_scheduled"
 WATCHDOG_SCHEDULE = "retention.watchdog"
 WATCHDOG_TASK = "retention.tasks.runs_resume"
+RECONCILE_SCHEDULE = "retention.reconcile"
+RECONCILE_TASK = "retention.tasks.reconcile_scheduled"
 
 
 def schedule_slot_for(cron: str, now: datetime) -> tuple[datetime, datetime]:
@@ -176,7 +178,20 @@ def _upsert(name: str, fields: dict[str, Any], next_run: datetime) -> ScheduleCh
         return ScheduleChange(name, "updated", description, schedule.next_run)
 
 
-def schedules_install(*, cron: str, now: datetime) -> list[ScheduleChange]:
+def schedules_install(
+    *, cron: str, now: datetime, reconcile_cron: str | None = None
+) -> list[ScheduleChange]:
+    """The sweep and its watchdog; with ``reconcile_cron``, the reconciliation as well.
+
+    Both crons are validated before anything is written: a bad one installs nothing.
+    """
+    from croniter import croniter
+
+    sweep_next = _next_cron(cron, now)
+    if reconcile_cron is not None and not croniter.is_valid(reconcile_cron):
+        raise ValueError(
+            f"RETENTION_RECONCILE_CRON {reconcile_cron!r} is not a valid cron expression."
+        )
     sweep = _upsert(
         SWEEP_SCHEDULE,
         {
@@ -187,7 +202,7 @@ def schedules_install(*, cron: str, now: datetime) -> list[ScheduleChange]:
             "args": None,
             "kwargs": None,
         },
-        _next_cron(cron, now),
+        sweep_next,
     )
     watchdog = _upsert(
         WATCHDOG_SCHEDULE,
@@ -202,12 +217,26 @@ def schedules_install(*, cron: str, now: datetime) -> list[ScheduleChange]:
         },
         now,
     )
-    return [sweep, watchdog]
+    if reconcile_cron is None:
+        return [sweep, watchdog]
+    reconcile = _upsert(
+        RECONCILE_SCHEDULE,
+        {
+            "func": RECONCILE_TASK,
+            "schedule_type": Schedule.CRON,
+            "cron": reconcile_cron,
+            "repeats": -1,
+            "args": None,
+            "kwargs": None,
+        },
+        _next_cron(reconcile_cron, now),
+    )
+    return [sweep, watchdog, reconcile]
 
 
 def schedules_remove() -> list[ScheduleChange]:
     changes = []
-    for name in (SWEEP_SCHEDULE, WATCHDOG_SCHEDULE):
+    for name in (SWEEP_SCHEDULE, WATCHDOG_SCHEDULE, RECONCILE_SCHEDULE):
         deleted, _ = Schedule.objects.filter(name=name).delete()
         changes.append(ScheduleChange(name, "removed" if deleted else "absent", "", None))
     return changes

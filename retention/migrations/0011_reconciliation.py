@@ -2,6 +2,25 @@
 
 from django.db import migrations, models
 
+# Reconciliation reads a store's records in the order of their keys' bytes
+# (S3's listing order). On PostgreSQL the unique (storage, object_key) index
+# sorts by the database's collation, so it gets an index of its own; SQLite's
+# default collation (BINARY) already is byte order.
+KEY_BYTES_INDEX = (
+    "CREATE INDEX IF NOT EXISTS retention_record_key_bytes "
+    'ON retention_retentionrecord (storage, object_key COLLATE "C")'
+)
+
+
+def key_bytes_index(apps, schema_editor):
+    if schema_editor.connection.vendor == "postgresql":
+        schema_editor.execute(KEY_BYTES_INDEX)
+
+
+def drop_key_bytes_index(apps, schema_editor):
+    if schema_editor.connection.vendor == "postgresql":
+        schema_editor.execute("DROP INDEX IF EXISTS retention_record_key_bytes")
+
 
 class Migration(migrations.Migration):
 
@@ -63,4 +82,5 @@ class Migration(migrations.Migration):
             model_name='retentionrecord',
             constraint=models.CheckConstraint(condition=models.Q(('state__in', ['failed', 'deleted', 'missing']), ('retryable', True), _connector='OR'), name='retention_record_given_up_only_when_failed'),
         ),
+        migrations.RunPython(key_bytes_index, drop_key_bytes_index, elidable=False),
     ]

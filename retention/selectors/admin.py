@@ -276,7 +276,9 @@ def class_health(policy: Policy, *, now: datetime) -> ClassHealth:
     eligible = expired & ~held if held is not None else expired
     aggregates: dict[str, Count | Min] = {
         "backlog": Count("id", filter=eligible),
-        "oldest": Min("expires_at", filter=eligible),
+        # An object found again after its deletion is late from when it was
+        # found, not from its old deadline (retention_check: a promise after).
+        "oldest": Min(Coalesce("reappeared_at", "expires_at"), filter=eligible),
         "failed": Count("id", filter=Q(state=RecordState.FAILED, retryable=False)),
         "retrying": Count("id", filter=Q(state=RecordState.FAILED, retryable=True)),
     }

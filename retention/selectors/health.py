@@ -2,7 +2,9 @@
 
 The figures are the dashboard's (``class_health``), so the command, the
 metrics and the admin agree on what is backlog and what is late. What this
-module adds is the verdict: which promises are broken, and why.
+module adds is the verdict: which promises are broken, and why. The last
+reconciliation of each store rides along (``reconcile_health``): a reappeared
+object not deleted again within the promise breaks its class's promise too.
 """
 
 from __future__ import annotations
@@ -25,12 +27,20 @@ from retention.models import (
 )
 from retention.selectors.admin import ClassHealth, class_health
 from retention.selectors.control import kill_switch_engaged
+from retention.selectors.reconcile_health import (
+    RECONCILE_COUNTS,
+    ReappearedOverdue,
+    StorageReconciliation,
+    reappeared_overdue,
+    reconciliations_last,
+)
 from retention.selectors.runs import runs_covering
 
 # Why a data class's promise is broken.
 OVERDUE = "overdue"  # an eligible record expired longer ago than the promise
 FAILED_FOR_REVIEW = "failed_for_review"  # rows the engine gave up on: a human must act
 NO_RECENT_SUCCESS = "no_recent_success"  # a backlog, and no full sweep within the promise
+REAPPEARED_NOT_DELETED = "reappeared_not_deleted"  # reappeared longer ago than the promise
 
 
 def last_full_sweep(data_class: str) -> Run | None:
@@ -53,6 +63,7 @@ class ClassCheck:
     health: ClassHealth  # last_success is the last full sweep
     now: datetime
     broken: tuple[str, ...]
+    reappeared: ReappearedOverdue | None = None
 
     @property
     def ok(self) -> bool:
@@ -72,6 +83,7 @@ class LagCheck:
     promise: timedelta
     paused: KillSwitch | None
     classes: tuple[ClassCheck, ...]
+    reconciliations: tuple[StorageReconciliation, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -82,7 +94,9 @@ class LagCheck:
         return tuple(c for c in self.classes if not c.ok)
 
 
-def _verdict(health: ClassHealth, *, now: datetime) -> tuple[str, ...]:
+def _verdict(
+    health: ClassHealth, *, now: datetime, reappeared: ReappearedOverdue | None
+) -> tuple[str, ...]:
     if not health.enforced:
         return ()  # report-only: nothing was promised yet
     reasons = []
@@ -94,23 +108,37 @@ def _verdict(health: ClassHealth, *, now: datetime) -> tuple[str, ...]:
     stale = last is None or last.finished_at is None or now - last.finished_at > health.promise
     if health.backlog and stale:
         reasons.append(NO_RECENT_SUCCESS)
+    if reappeared is not None:
+        reasons.append(REAPPEARED_NOT_DELETED)
     return tuple(reasons)
 
 
-def class_check(policy: Policy, *, now: datetime) -> ClassCheck:
+def class_check(
+    policy: Policy, *, now: datetime, reappeared: ReappearedOverdue | None
+) -> ClassCheck:
+    """``reappeared``: the class's entry of ``reappeared_overdue``, read once for all classes."""
     health = replace(class_health(policy, now=now), last_success=last_full_sweep(policy.data_class))
-    return ClassCheck(health=health, now=now, broken=_verdict(health, now=now))
+    return ClassCheck(
+        health=health,
+        now=now,
+        broken=_verdict(health, now=now, reappeared=reappeared),
+        reappeared=reappeared,
+    )
 
 
 def lag_check(*, now: datetime) -> LagCheck:
     """Every data class against ``RETENTION_LAG_PROMISE``, as of ``now``."""
+    promise = settings.LAG_PROMISE
+    reappeared = reappeared_overdue(now=now, promise=promise)
     return LagCheck(
         now=now,
-        promise=settings.LAG_PROMISE,
+        promise=promise,
         paused=kill_switch_engaged(),
         classes=tuple(
-            class_check(policy, now=now) for policy in Policy.objects.order_by("data_class")
+            class_check(policy, now=now, reappeared=reappeared.get(policy.data_class))
+            for policy in Policy.objects.order_by("data_class")
         ),
+        reconciliations=reconciliations_last(),
     )
 
 
@@ -165,4 +193,26 @@ def lag_check_as_json(check: LagCheck) -> dict[str, Any]:
             }
             for c in check.classes
         ],
+        "reconciliation": {
+            "storages": [
+                {
+                    "storage": r.storage,
+                    "run_id": r.run_id,
+                    "finished_at": _rfc3339(r.finished_at),
+                    "age_seconds": _seconds(r.age(check.now)),
+                    "dry_run": r.dry_run,
+                    "counts": {name: r.counts[name] for name in RECONCILE_COUNTS},
+                }
+                for r in check.reconciliations
+            ],
+            "reappeared_overdue": [
+                {
+                    "data_class": c.reappeared.data_class,
+                    "records": c.reappeared.records,
+                    "oldest_reappeared_at": _rfc3339(c.reappeared.oldest_reappeared_at),
+                }
+                for c in check.classes
+                if c.reappeared is not None
+            ],
+        },
     }

@@ -222,6 +222,7 @@ def test_check__json_schema(expiring, make_policy):
         "paused",
         "broken",
         "data_classes",
+        "reconciliation",
     }
     assert report["ok"] is False
     assert report["checked_at"] == "2026-03-15T12:01:00Z"

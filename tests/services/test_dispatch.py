@@ -683,7 +683,8 @@ def test_retention_schedule__twice_leaves_one_schedule_of_each(settings, now):
     with freeze_time(now):
         call_command("retention_schedule", stdout=out)
     sweep.refresh_from_db()
-    assert sweep.cron == "0 4 * * *" and Schedule.objects.count() == 2
+    # The sweep, its watchdog and the weekly reconciliation, one of each.
+    assert sweep.cron == "0 4 * * *" and Schedule.objects.count() == 3
     assert "retention.sweep: updated" in out.getvalue()
 
 

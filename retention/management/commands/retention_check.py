@@ -1,4 +1,8 @@
-"""Exit non-zero when retention lag breaks the promise (SPEC §3.1), for paging."""
+"""Exit non-zero when retention lag breaks the promise (SPEC §3.1), for paging.
+
+It also prints what the last reconciliation of each store found, and fails
+when an object that reappeared after its deletion is still there a promise later.
+"""
 
 from __future__ import annotations
 
@@ -13,16 +17,19 @@ from retention.selectors.health import (
     FAILED_FOR_REVIEW,
     NO_RECENT_SUCCESS,
     OVERDUE,
+    REAPPEARED_NOT_DELETED,
     ClassCheck,
     LagCheck,
     lag_check,
     lag_check_as_json,
 )
+from retention.selectors.reconcile_health import StorageReconciliation
 
 REASONS = {
     OVERDUE: "overdue records",
     FAILED_FOR_REVIEW: "failures waiting for review",
     NO_RECENT_SUCCESS: "no successful run",
+    REAPPEARED_NOT_DELETED: "reappeared objects not deleted again",
 }
 
 
@@ -69,7 +76,23 @@ def _class_lines(check: ClassCheck, promise: timedelta) -> list[str]:
         )
     else:
         lines.append("  last successful run: never")
+    if check.reappeared is not None:
+        since = check.now - check.reappeared.oldest_reappeared_at
+        lines.append(
+            f"  reappeared after deletion, not deleted again {check.reappeared.records}; "
+            f"oldest reappeared {_when(check.reappeared.oldest_reappeared_at)}, "
+            f"{_span(since)} ago (over the promise)"
+        )
     return lines
+
+
+def _reconcile_line(item: StorageReconciliation, now: datetime) -> str:
+    found = ", ".join(f"{name.replace('_', ' ')} {n}" for name, n in item.findings.items())
+    dry = " (dry run)" if item.dry_run else ""
+    return (
+        f"  {item.storage}: {found}; reconciled {_when(item.finished_at)}, "
+        f"{_span(item.age(now))} ago{dry} (run {item.run_id})"
+    )
 
 
 def _lines(check: LagCheck) -> list[str]:
@@ -83,13 +106,19 @@ def _lines(check: LagCheck) -> list[str]:
         lines.extend(_class_lines(item, check.promise))
     if not check.classes:
         lines.append("No data class yet.")
+    if check.reconciliations:
+        lines.append("Last reconciliation per storage (the store compared with the records):")
+        lines.extend(_reconcile_line(item, check.now) for item in check.reconciliations)
+    else:
+        lines.append("Last reconciliation per storage: none finished yet.")
     return lines
 
 
 class Command(BaseCommand):
     help = (
         "Print per data class the backlog, the oldest overdue record, failures waiting for "
-        "review and the last successful run; exit 1 when a promise is broken."
+        "review and the last successful run, and per storage the last reconciliation's "
+        "findings; exit 1 when a promise is broken."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:

@@ -90,7 +90,9 @@ class Command(BaseCommand):
             )
         except RunRefused as exc:
             if as_json and exc.run_id is not None:
-                self.stdout.write(json.dumps(reconcile_as_json(Run.objects.get(pk=str(exc.run_id)))))
+                self.stdout.write(
+                    json.dumps(reconcile_as_json(Run.objects.get(pk=str(exc.run_id))))
+                )
             raise CommandError(f"reconciliation refused ({exc.reason}): {exc}") from exc
         if as_json:
             self.stdout.write(json.dumps(reconcile_as_json(run)))

@@ -1,4 +1,4 @@
-"""Install the django-q2 schedules of the retention sweep, idempotently (SPEC §3.1)."""
+"""Install the django-q2 schedules of the retention sweep and reconciliation, idempotently."""
 
 from __future__ import annotations
 
@@ -14,8 +14,9 @@ from retention.engine import ScheduleChange, schedules_install, schedules_remove
 
 class Command(BaseCommand):
     help = (
-        "Create or update the nightly retention sweep (RETENTION_SCHEDULE_CRON, UTC) and its "
-        "watchdog in django-q2. Running it again changes nothing."
+        "Create or update the nightly retention sweep (RETENTION_SCHEDULE_CRON, UTC), its "
+        "watchdog and the weekly reconciliation (RETENTION_RECONCILE_CRON, UTC) in django-q2. "
+        "Running it again changes nothing."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -29,7 +30,11 @@ class Command(BaseCommand):
             changes = schedules_remove()
         else:
             try:
-                changes = schedules_install(cron=settings.SCHEDULE_CRON, now=timezone.now())
+                changes = schedules_install(
+                    cron=settings.SCHEDULE_CRON,
+                    reconcile_cron=settings.RECONCILE_CRON,
+                    now=timezone.now(),
+                )
             except ValueError as exc:
                 raise CommandError(str(exc)) from exc
         if as_json:

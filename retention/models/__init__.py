@@ -6,6 +6,8 @@ author, one event per idempotency key, states from a closed set.
 """
 
 from retention.models.control import (
+    BreakerState,
+    BreakerTrip,
     KillSwitch,
 )
 from retention.models.events import (
@@ -57,6 +59,8 @@ __all__ = [
     "EventKind",
     "EventOutcome",
     "HoldQuerySet",
+    "BreakerState",
+    "BreakerTrip",
     "KillSwitch",
     "LegalHold",
     "Policy",

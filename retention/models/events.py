@@ -136,6 +136,9 @@ class ChainHead(models.Model):
     id = models.PositiveSmallIntegerField(primary_key=True, default=1, editable=False)
     seq = models.PositiveBigIntegerField(default=0)
     chain = models.CharField(max_length=64, default="0" * 64)
+    # The last head signed and written outside the database (RETENTION_EVIDENCE_ANCHOR).
+    anchored_seq = models.PositiveBigIntegerField(default=0, db_default=0)
+    anchored_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         constraints = [

@@ -106,6 +106,11 @@ class PolicyVersion(models.Model):
     # Model rows: what deleting one row also deletes, nulls or is blocked by,
     # computed from the model graph when the version is approved.
     cascade = models.JSONField(null=True, blank=True)
+    # The volume breaker's limits for this version, over the settings'
+    # (RETENTION_BREAKER_*): for a class whose first sweep is known to be large.
+    breaker_max_fraction = models.FloatField(null=True, blank=True)
+    breaker_max_multiple = models.FloatField(null=True, blank=True)
+    breaker_min_count = models.PositiveIntegerField(null=True, blank=True)
 
     author = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
     created_at = models.DateTimeField()

@@ -88,6 +88,13 @@ class LegalHold(models.Model):
     )
     released_at = models.DateTimeField(null=True, blank=True)
     release_reason = models.TextField(blank=True)
+    # Mirrored as S3 Object Lock legal holds (RETENTION_OBJECT_LOCK_HOLDS):
+    # "" (not mirrored), "applying", "applied", "releasing", "released", "failed";
+    # objects done out of total, for the hold's admin page.
+    object_lock_status = models.CharField(max_length=20, blank=True, default="", db_default="")
+    object_lock_total = models.PositiveIntegerField(default=0, db_default=0)
+    object_lock_done = models.PositiveIntegerField(default=0, db_default=0)
+    object_lock_error = models.TextField(blank=True, default="", db_default="")
 
     objects = HoldQuerySet.as_manager()
 

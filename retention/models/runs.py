@@ -52,6 +52,7 @@ RUN_COUNT_FIELDS = (
     "failed",
     "redacted",
     "skipped_protected",
+    "tripped",
 )
 
 
@@ -94,6 +95,8 @@ class Run(models.Model):
     # Model rows: rows redacted, and rows a PROTECT relation kept from deletion.
     redacted = models.PositiveIntegerField(default=0, db_default=0)
     skipped_protected = models.PositiveIntegerField(default=0, db_default=0)
+    # Records or rows the volume breaker kept from deletion in this run.
+    tripped = models.PositiveIntegerField(default=0, db_default=0)
     retried = models.PositiveIntegerField(default=0)
     oldest_eligible_at = models.DateTimeField(null=True, blank=True)
 

@@ -48,6 +48,7 @@ COUNT_KEYS = {
     "failed",
     "redacted",
     "skipped_protected",
+    "tripped",
 }
 
 pytestmark = pytest.mark.django_db

@@ -43,7 +43,9 @@ def idempotency_key(item: ClaimedItem, outcome: str, *, run_id: uuid.UUID) -> st
         # Per run: a replay within the run records the skip once, and every
         # run that skips the record leaves its own evidence of it.
         return f"{base}:{outcome}:v{item.row_version}:{run_id}"
-    return f"{base}:{outcome}:a{item.attempt}"
+    # An attempt number restarts when a record is reopened or renewed: the run
+    # keeps a later run's failure from reusing an earlier one's key.
+    return f"{base}:{outcome}:a{item.attempt}:{run_id}"
 
 
 def event_for(

@@ -76,13 +76,16 @@ class RowEvents:
             return
         base = f"{self.rules.version_id}:{self.row.label}"
         disposition = self.rules.disposition
+        # A row is deleted or redacted once; it is skipped (held, protected) or
+        # fails again in every run that meets it, and each run records that.
+        per_run = "" if outcome in DISPOSED else f":{self.run.pk}"
         if self.row.evidence == "per_row":
             label = self.row.label
             digests = key_digests([f"{label}:{r[0]}" for r in rows])
             for (_pk, at, tenant), digest in zip(rows, digests, strict=True):
                 key = f"{base}:{digest}:{disposition}"
                 if outcome not in DISPOSED:
-                    key = f"{key}:{outcome}"
+                    key = f"{key}:{outcome}{per_run}"
                 self.events.append(
                     self._event(
                         key=key,
@@ -103,7 +106,7 @@ class RowEvents:
             digest = key_digest("\n".join([str(r[0]) for r in part]))
             self.events.append(
                 self._event(
-                    key=f"{base}:{disposition}:{outcome}:page:{digest}",
+                    key=f"{base}:{disposition}:{outcome}:page:{digest}{per_run}",
                     outcome=outcome,
                     digest=digest,
                     tenant=tenant,

@@ -9,6 +9,7 @@ closed as deleted with its own event, so it is deleted once and both agree.
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -19,6 +20,7 @@ from django.db.models import FileField
 
 from retention.engine.claims import CLAIM_FIELDS, claimed_item
 from retention.engine.events import event_for
+from retention.engine.ledger import run_counts_add
 from retention.models import EventOutcome, RecordState, RetentionRecord, Run
 from retention.rows.registry import RowClass
 from retention.services.evidence import events_append
@@ -98,7 +100,7 @@ def _close_tracked(objects: list[tuple[str, str]], *, run: Run, now: datetime) -
         RetentionRecord.objects.filter(pk__in=[r["id"] for r in records]).update(
             state=RecordState.DELETED, deleted_at=now, lease_owner=None, lease_expires_at=None
         )
-        events_append(
+        appended = events_append(
             [
                 event_for(
                     claimed_item(r),
@@ -112,3 +114,5 @@ def _close_tracked(objects: list[tuple[str, str]], *, run: Run, now: datetime) -
             run_id=run.pk,
             now=now,
         )
+        # Counted with their events, in the same transaction.
+        run_counts_add(run.pk, Counter(deleted=len(appended)))

@@ -131,7 +131,7 @@ def _redact(
             ignore_conflicts=True,
         )
         events.add(EventOutcome.SKIPPED_HELD, held, reason="legal hold applies")
-        counts["skipped_held_rows"] += len(held)
+        counts["skipped_held"] += len(held)
     if free:
         counts["claimed"] += len(free)
         pks = [r[0] for r in free]

@@ -21,6 +21,7 @@ success).
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -107,8 +108,8 @@ def _delete_locked(
     events = RowEvents(run=run, row=row, rules=rules, now=now)
     held, free = holds.split(rows)
     events.add(EventOutcome.SKIPPED_HELD, held, reason="legal hold applies")
-    # Not a run column: the run's skipped_held was measured at its start.
-    counts["skipped_held_rows"] += len(held)
+    # Counted with their events, as held records are (``held_skips_record``).
+    counts["skipped_held"] += len(held)
     counts["claimed"] += len(free)
     db = router.db_for_write(row.model)
     if free and _plain_delete(row, db):
@@ -303,14 +304,37 @@ def _delete_with_files(
             page_timeouts()
             locked = select_page(due.filter(pk__in=[r[0] for r in page]), row, None, limit)
             ready = [r for r in locked if r[0] in gone or holds.covers(r[0], r[2])]
-            # Rows whose objects could not be deleted stay, for the next run.
-            result.counts["failed"] += len(candidates) - len(gone)
             _delete_locked(run, row, rules, ready, holds, result, now)
+            _files_failed(run, row, rules, [r for r in candidates if r[0] not in gone], result, now)
     except CascadeViolation as exc:
         _stop_for_review(row, result, str(exc), now)
     result.cursor = (page[-1][1], page[-1][0])
     result.seen = len(page)
     return result
+
+
+def _files_failed(
+    run: Run,
+    row: RowClass,
+    rules: ClassRules,
+    rows: Sequence[tuple[Any, ...]],
+    result: RowPage,
+    now: datetime,
+) -> None:
+    """Rows whose objects could not be deleted stay, for the next run: counted
+    as failed, with their events (inside the page)."""
+    if not rows:
+        return
+    events = RowEvents(run=run, row=row, rules=rules, now=now)
+    events.add(
+        EventOutcome.FAILED,
+        [(r[0], r[1], r[2] if row.tenant_field else None) for r in rows],
+        reason="its objects could not be deleted; the row waits for the next run",
+    )
+    events.append()
+    failed: Counter[str] = Counter(failed=len(rows))
+    run_counts_add(run.pk, failed)
+    result.counts.update(failed)
 
 
 def _stop_for_review(row: RowClass, result: RowPage, reason: str, now: datetime) -> None:

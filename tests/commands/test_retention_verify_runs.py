@@ -387,7 +387,7 @@ def test_verify_runs__a_removed_event_names_its_run(make_policy, approver, now):
     )
 
 
-def test_verify_runs__dry_runs_are_checked_running_and_reconcile_runs_are_not(
+def test_verify_runs__dry_runs_and_reconciliations_are_checked_running_runs_are_not(
     make_policy, approver, now
 ):
     make_policy(enforce=False)
@@ -395,8 +395,8 @@ def test_verify_runs__dry_runs_are_checked_running_and_reconcile_runs_are_not(
     api.place_hold(reason="audit", placed_by=approver, tenant_id="held", now=now)
     report = dry_run(now=now)
     assert report.skipped_held == 1  # measured: a dry run records no events
-    # Counts no event backs: a run still running, and a reconciliation, whose
-    # figures live in its report.
+    # Counts no event backs: a run still running; and a reconciliation, whose
+    # figures live in its report (none missing here, so it agrees).
     for mode, status in ((RunMode.ENFORCE, RunStatus.RUNNING), (RunMode.RECONCILE, "finished")):
         Run.objects.create(
             trigger=RunTrigger.COMMAND,
@@ -409,7 +409,7 @@ def test_verify_runs__dry_runs_are_checked_running_and_reconcile_runs_are_not(
 
     output = verify_runs()
 
-    assert "Checked 1 run against their events (2 not checked" in output
+    assert "Checked 2 runs against their events (1 not checked" in output
     Run.objects.filter(pk=report.pk).update(failed=1)
     assert str(disagreement()).endswith(f"run {report.pk}: failed is 1, its events say 0")
 
@@ -417,3 +417,18 @@ def test_verify_runs__dry_runs_are_checked_running_and_reconcile_runs_are_not(
 def test_verify_runs__refuses_the_chain_check_options():
     with pytest.raises(CommandError, match="--runs checks every closed run"):
         call_command("retention_verify", "--runs", "--since", "2026-01-01T00:00Z")
+
+
+def test_verify_runs__a_reconciliation_counts_its_missing_records_as_their_events(make_policy, now):
+    make_policy()
+    lost = put_tracked(now=now)
+    storages["default"].delete(lost.object_key)
+    reconciliation = engine.reconcile_run(now=now)
+    assert reconciliation.report["counts"]["missing"] == 1
+    assert "Checked 1 run against their events" in verify_runs()
+
+    DeletionEvent.objects.filter(run=reconciliation, outcome=EventOutcome.MISSING).delete()
+
+    assert str(disagreement()) == (
+        f"counts disagree with events: run {reconciliation.pk}: missing is 1, its events say 0"
+    )

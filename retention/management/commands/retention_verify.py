@@ -90,7 +90,7 @@ class Command(BaseCommand):
     def _runs(self) -> None:
         audit = runs_audit()
         skipped = (
-            f" ({audit.not_checked} not checked: still running, or reconciliations)"
+            f" ({audit.not_checked} not checked: still running)"
             if audit.not_checked
             else ""
         )

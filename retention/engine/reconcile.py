@@ -18,6 +18,7 @@ from contextlib import ExitStack
 from datetime import datetime
 from typing import Any, NoReturn
 
+from django.conf import settings as django_settings
 from django.db import connection
 from django.db.models import F, Max
 from django.db.models.functions import Collate
@@ -36,6 +37,7 @@ from retention.engine.reconcile_act import (
 from retention.exceptions import RunRefused
 from retention.models import (
     Policy,
+    PolicyVersion,
     RecordState,
     RetentionRecord,
     Run,
@@ -43,7 +45,7 @@ from retention.models import (
     RunStatus,
     RunTrigger,
 )
-from retention.storage import StorageUnavailable, get_adapter
+from retention.storage import StorageAdapter, StorageUnavailable, get_adapter
 from retention.storage.listing import Listed, ListingFailed, objects_listed
 
 logger = logging.getLogger("retention.engine")
@@ -109,10 +111,45 @@ def reconcile_run(
     except Exception as exc:  # an unknown alias, a misconfigured storage
         _refuse(run, f"{type(exc).__name__}: {exc}", "bad_arguments", now)
 
+    try:
+        _reconcile(run, report, adapters, prefix, data_classes, target, pattern, dry_run, now)
+    except (ListingFailed, StorageUnavailable) as exc:
+        logger.warning("reconciliation %s failed: %s", run.pk, exc)
+        return run_finish(run, RunStatus.ERROR, str(exc), now)
+    except Exception as exc:
+        logger.exception("reconciliation %s failed", run.pk)
+        run_finish(run, RunStatus.ERROR, f"{type(exc).__name__}: {exc}"[:2000], now)
+        raise
+    return run_finish(run, RunStatus.FINISHED, "", now)
+
+
+def _reconcile(
+    run: Run,
+    report: dict[str, Any],
+    adapters: dict[str, StorageAdapter],
+    prefix: str,
+    data_classes: Sequence[str] | None,
+    target: PolicyVersion | None,
+    pattern: TenantPattern | None,
+    dry_run: bool,
+    now: datetime,
+) -> None:
     # Records tracked after this instant may be uploading right now.
     last_id = RetentionRecord.objects.aggregate(last=Max("id"))["last"] or 0
     selected = set(data_classes) if data_classes else None
     found: dict[str, Findings] = {}
+
+    def save() -> None:
+        report["storages"] = {alias: f.counts for alias, f in found.items()}
+        report["counts"] = {
+            name: sum(f.counts[name] for f in found.values()) for name in (*FINDINGS, "adopted")
+        }
+        report["samples"] = {alias: f.samples for alias, f in found.items()}
+        report["not_adopted"] = {
+            alias: dict(f.not_adopted) for alias, f in found.items() if f.not_adopted
+        }
+        Run.objects.filter(pk=run.pk).update(report=report)
+
     with ExitStack() as files:
         try:
             for alias, adapter in adapters.items():
@@ -127,30 +164,24 @@ def reconcile_run(
                 listing = objects_listed(adapter, prefix, versions=versions)
                 _merge(listing, _records(alias, prefix), findings, selected, last_id)
         except (ListingFailed, StorageUnavailable) as exc:
-            report["storages"] = {alias: f.counts for alias, f in found.items()}
-            Run.objects.filter(pk=run.pk).update(report=report)
-            logger.warning("reconciliation %s failed: %s", run.pk, exc)
-            return run_finish(run, RunStatus.ERROR, f"listing failed, nothing acted on: {exc}", now)
-        for alias, findings in found.items():
-            findings_act(
-                run,
-                findings,
-                adapters[alias],
-                dry_run=dry_run,
-                target=target,
-                pattern=pattern,
-                now=now,
-            )
-    report["storages"] = {alias: f.counts for alias, f in found.items()}
-    report["counts"] = {
-        name: sum(f.counts[name] for f in found.values()) for name in (*FINDINGS, "adopted")
-    }
-    report["samples"] = {alias: f.samples for alias, f in found.items()}
-    report["not_adopted"] = {
-        alias: dict(f.not_adopted) for alias, f in found.items() if f.not_adopted
-    }
-    Run.objects.filter(pk=run.pk).update(report=report)
-    return run_finish(run, RunStatus.FINISHED, "", now)
+            save()
+            raise ListingFailed(f"listing failed, nothing acted on: {exc}") from exc
+        try:
+            for alias, findings in found.items():
+                findings_act(
+                    run,
+                    findings,
+                    adapters[alias],
+                    dry_run=dry_run,
+                    target=target,
+                    pattern=pattern,
+                    now=now,
+                )
+        except (ListingFailed, StorageUnavailable) as exc:
+            # Changes already made stand, each with its event.
+            save()
+            raise ListingFailed(f"acting on the findings stopped: {exc}") from exc
+    save()
 
 
 def _refuse(run: Run, message: str, reason: str, now: datetime) -> NoReturn:
@@ -161,7 +192,9 @@ def _refuse(run: Run, message: str, reason: str, now: datetime) -> NoReturn:
 
 
 def _storages_in_use() -> list[str]:
-    aliases = sorted(set(RetentionRecord.objects.values_list("storage", flat=True).distinct()))
+    """Every configured alias that records use (a retired alias is skipped), or ``default``."""
+    used = set(RetentionRecord.objects.values_list("storage", flat=True).distinct())
+    aliases = sorted(used & set(django_settings.STORAGES))
     return aliases or ["default"]
 
 

@@ -53,6 +53,7 @@ PAGE = 500
 # An object written this recently may be one whose record is being written:
 # it is not adopted (counted as "recent"); the next reconciliation adopts it.
 RECENT = timedelta(minutes=5)
+TENANT_MAX = RetentionRecord._meta.get_field("tenant_id").max_length or 100
 
 
 class Findings:
@@ -125,9 +126,10 @@ class TenantPattern:
 
     @classmethod
     def parse(cls, text: str) -> TenantPattern:
-        if "{tenant}" not in text:
+        if text.count("{tenant}") != 1:
             raise RunRefused(
-                f"--tenant-pattern {text!r} has no {{tenant}} placeholder.", reason="bad_arguments"
+                f"--tenant-pattern {text!r} must hold the {{tenant}} placeholder once.",
+                reason="bad_arguments",
             )
         parts = re.split(r"\{(\w+)\}", text)
         regex = []
@@ -309,6 +311,8 @@ def _adopt(
             continue
         if tenant is None:
             findings.not_adopted["no_tenant_match"] += 1
+        elif len(tenant) > TENANT_MAX:
+            findings.not_adopted["tenant_too_long"] += 1
         elif modified > now - RECENT:
             findings.not_adopted["recent"] += 1
         elif dry_run:

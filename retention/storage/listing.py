@@ -203,6 +203,10 @@ def object_present(adapter: StorageAdapter, key: str) -> bool:
             code, status, _ = error_parts(exc) if isinstance(exc, ClientError) else ("", 0, "")
             if status == 404 or code in {"404", "NoSuchKey"}:
                 return False
+            if status == 403:
+                # Without s3:ListBucket a missing object answers 403 too: its
+                # absence is not proven, so the record is not closed.
+                return True
             raise ListingFailed(
                 f"storage {adapter.alias!r}: could not look at an object ({type(exc).__name__})"
             ) from exc

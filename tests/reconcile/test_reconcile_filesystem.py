@@ -281,6 +281,8 @@ def test_reconcile__adopts_without_a_pattern_under_no_tenant_and_skips_recent_ob
         ({"data_classes": ["nope"]}, "bad_arguments"),
         ({"adopt": "nope"}, "bad_arguments"),
         ({"adopt": "idv.photo", "tenant_pattern": "no-placeholder"}, "bad_arguments"),
+        ({"adopt": "idv.photo", "tenant_pattern": "{tenant}/{tenant}"}, "bad_arguments"),
+        ({"tenant_pattern": "{tenant}/{rest}"}, "bad_arguments"),
         ({"storages": ["no-such-alias"]}, "bad_arguments"),
     ],
 )
@@ -383,3 +385,33 @@ def test_retention_reconcile__human_output_and_refusal(world: dict[str, Retentio
         call_command("retention_reconcile", "--data-class", "nope", stdout=StringIO())
     with pytest.raises(CommandError, match="--adopt"):
         call_command("retention_reconcile", "--tenant-pattern", "{tenant}/{rest}")
+
+
+def test_reconcile__by_default_skips_a_storage_alias_no_longer_configured(
+    world: dict[str, RetentionRecord], now: datetime
+) -> None:
+    RetentionRecord.objects.filter(pk=world["kept"].pk).update(storage="retired")
+
+    run = engine.reconcile_run(now=now)
+
+    assert run.status == RunStatus.FINISHED
+    assert set(run.report["storages"]) == {"default"}
+    assert RetentionRecord.objects.get(pk=world["kept"].pk).state == RecordState.ACTIVE
+
+
+def test_reconcile__a_store_failing_while_findings_are_acted_on_ends_error(
+    world: dict[str, RetentionRecord], now: datetime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from retention.engine import reconcile_act
+    from retention.storage.listing import ListingFailed
+
+    def unreachable(adapter: Any, key: str) -> bool:
+        raise ListingFailed("storage 'default': could not look at an object (OSError)")
+
+    monkeypatch.setattr(reconcile_act, "object_present", unreachable)
+
+    run = engine.reconcile_run(now=now)
+
+    assert run.status == RunStatus.ERROR
+    assert run.status_reason.startswith("acting on the findings stopped")
+    assert RetentionRecord.objects.get(pk=world["vanished"].pk).state == RecordState.ACTIVE

@@ -39,6 +39,37 @@ def storage_alias(storage: Storage) -> str | None:
     return None
 
 
+def held_file_rows(*, row: RowClass, rows: Sequence[tuple[Any, ...]]) -> set[Any]:
+    """The pks of rows (``(pk, time, tenant, *file names)``) one of whose objects is a
+    tracked record under a legal hold: such an object must not go with its row."""
+    wanted: set[tuple[str, str]] = set()
+    by_object: dict[tuple[str, str], list[Any]] = {}
+    for name in row.files:
+        file_field = row.model._meta.get_field(name)
+        assert isinstance(file_field, FileField)
+        alias = storage_alias(file_field.storage)
+        if alias is None:
+            continue
+        index = 3 + row.files.index(name)
+        for values in rows:
+            if values[index]:
+                key = (alias, str(values[index]))
+                wanted.add(key)
+                by_object.setdefault(key, []).append(values[0])
+    if not wanted:
+        return set()
+    held = (
+        RetentionRecord.objects.filter(
+            storage__in={alias for alias, _ in wanted},
+            object_key__in={key for _, key in wanted},
+        )
+        .exclude(state=RecordState.DELETED)
+        .held()
+        .values_list("storage", "object_key")
+    )
+    return {pk for found in held if found in wanted for pk in by_object[found]}
+
+
 def files_delete(
     *, row: RowClass, rows: Sequence[tuple[Any, ...]], run: Run, now: datetime
 ) -> set[Any]:

@@ -32,7 +32,7 @@ from django.db.models.deletion import Collector, ProtectedError, RestrictedError
 
 from retention.engine.ledger import run_counts_add
 from retention.engine.row_evidence import RowEvents
-from retention.engine.row_files import files_delete
+from retention.engine.row_files import files_delete, held_file_rows
 from retention.engine.row_redact import redact_page
 from retention.engine.row_select import (
     RowCursor,
@@ -298,6 +298,9 @@ def _delete_with_files(
     if not page:
         return result
     candidates = [r for r in page if not holds.covers(r[0], r[2] if row.tenant_field else None)]
+    # An object that is also a tracked record under a hold keeps its row too.
+    file_held = held_file_rows(row=row, rows=candidates)
+    candidates = [r for r in candidates if r[0] not in file_held]
     gone = files_delete(row=row, rows=candidates, run=run, now=now)
     try:
         with transaction.atomic():
@@ -306,6 +309,7 @@ def _delete_with_files(
             ready = [r for r in locked if r[0] in gone or holds.covers(r[0], r[2])]
             _delete_locked(run, row, rules, ready, holds, result, now)
             _files_failed(run, row, rules, [r for r in candidates if r[0] not in gone], result, now)
+            _files_held(run, row, rules, [r for r in page if r[0] in file_held], result, now)
     except CascadeViolation as exc:
         _stop_for_review(row, result, str(exc), now)
     result.cursor = (page[-1][1], page[-1][0])
@@ -335,6 +339,29 @@ def _files_failed(
     failed: Counter[str] = Counter(failed=len(rows))
     run_counts_add(run.pk, failed)
     result.counts.update(failed)
+
+
+def _files_held(
+    run: Run,
+    row: RowClass,
+    rules: ClassRules,
+    rows: Sequence[tuple[Any, ...]],
+    result: RowPage,
+    now: datetime,
+) -> None:
+    """Rows kept because one of their objects is a tracked record under a legal hold."""
+    if not rows:
+        return
+    events = RowEvents(run=run, row=row, rules=rules, now=now)
+    events.add(
+        EventOutcome.SKIPPED_HELD,
+        [(r[0], r[1], r[2] if row.tenant_field else None) for r in rows],
+        reason="one of its objects is a tracked record under a legal hold",
+    )
+    events.append()
+    held: Counter[str] = Counter(skipped_held=len(rows))
+    run_counts_add(run.pk, held)
+    result.counts.update(held)
 
 
 def _stop_for_review(row: RowClass, result: RowPage, reason: str, now: datetime) -> None:

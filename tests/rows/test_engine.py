@@ -394,3 +394,36 @@ def test_rows__a_rows_files_go_first_and_a_tracked_record_of_the_same_object_is_
     assert tracked.state == "deleted"
     assert DeletionEvent.objects.filter(record=tracked, outcome="deleted").count() == 1
     assert _chain_intact()
+
+
+def test_rows__a_rows_file_that_is_a_held_tracked_record_keeps_the_row_and_the_object(
+    row_registry: Any, make_policy: Any, author: Any, now: datetime
+):
+    from django.core.files.storage import storages
+
+    from tests.helpers import put_tracked
+    from tests.rowhost.models import Shipment
+
+    api.register_model(
+        Shipment, data_class="pod.shipment", age_field="delivered_at", files=("proof",)
+    )
+    make_policy("pod.shipment", timedelta(days=30))
+    make_policy("idv.photo", timedelta(days=3650))
+    old = now - timedelta(days=40)
+    tracked = put_tracked(now=old, key="proofs/held-record.pdf")
+    kept = Shipment.objects.create(tenant_id="t1", proof=tracked.object_key, delivered_at=old)
+    plain_name = storages["default"].save("proofs/plain.pdf", ContentFile(b"p"))
+    Shipment.objects.create(tenant_id="t1", proof=plain_name, delivered_at=old)
+    api.place_hold(reason="claim 7", placed_by=author, record=tracked, now=now)
+
+    run = _enforce(now, "pod.shipment")
+
+    assert list(Shipment.objects.values_list("pk", flat=True)) == [kept.pk]
+    assert storages["default"].exists(tracked.object_key)
+    assert not storages["default"].exists(plain_name)
+    assert (run.deleted, run.skipped_held, run.failed) == (1, 1, 0)
+    tracked.refresh_from_db()
+    assert tracked.state == "active"
+    skip = DeletionEvent.objects.get(run=run, outcome="skipped_held")
+    assert "legal hold" in skip.reason
+    assert _chain_intact()

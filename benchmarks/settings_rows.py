@@ -17,3 +17,6 @@ INSTALLED_APPS = [*INSTALLED_APPS, "tests.rowhost.apps.RowHostConfig"]  # noqa: 
 
 # A fixed key: redaction digests and event digests are computed as in production.
 RETENTION_DIGEST_KEY = os.environ.get("RETENTION_DIGEST_KEY") or "lethe-bench-rows-digest-key"
+
+# A million rows in one sweep, on purpose: no volume breaker.
+RETENTION_BREAKER_ENABLED = False

@@ -112,6 +112,10 @@ if os.environ.get("AWS_STORAGE_BUCKET_NAME"):
             "file_overwrite": False,
         },
     }
+# Legal holds enforced by the store: storage aliases, comma-separated, whose
+# objects get an S3 Object Lock legal hold while held (the bucket needs Object
+# Lock enabled), e.g. RETENTION_OBJECT_LOCK_HOLDS=default.
+RETENTION_OBJECT_LOCK_HOLDS = os.environ.get("RETENTION_OBJECT_LOCK_HOLDS", "")
 
 # Retention batches go to the cluster named here; a host's foreground work
 # (the queue the foreground guard watches) usually has a cluster of its own.
@@ -136,6 +140,20 @@ if os.environ.get("REDIS_URL"):
 # Keyed digest of object keys in the audit trail. Production must set it.
 RETENTION_DIGEST_KEY = os.environ.get("RETENTION_DIGEST_KEY", f"dev-digest:{SECRET_KEY}")
 RETENTION_HMAC_KEYS = os.environ.get("RETENTION_HMAC_KEYS", "")
+
+# Chain heads signed (Ed25519) and anchored outside the database; off unless both are set.
+# An s3:// anchor uses the same endpoint and credentials as the uploads' bucket.
+RETENTION_SIGNING_KEY = os.environ.get("RETENTION_SIGNING_KEY", "")
+_anchor = os.environ.get("RETENTION_EVIDENCE_ANCHOR", "").strip()
+RETENTION_EVIDENCE_ANCHOR: str | dict[str, Any] = _anchor
+if _anchor.startswith("s3://"):
+    RETENTION_EVIDENCE_ANCHOR = {
+        "url": _anchor,
+        "endpoint_url": os.environ.get("AWS_S3_ENDPOINT_URL") or None,
+        "region_name": os.environ.get("AWS_S3_REGION_NAME") or None,
+        "access_key": os.environ.get("AWS_ACCESS_KEY_ID") or None,
+        "secret_key": os.environ.get("AWS_SECRET_ACCESS_KEY") or None,
+    }
 
 # The REST API (SPEC §3.2). The API views name their own authentication,
 # permissions, throttles and error handling; the project only picks the schema.
@@ -165,6 +183,10 @@ UPLOADS_ALLOWED_TYPES = {
     "pod.scan": ["application/pdf", "image/jpeg", "image/png", "image/tiff"],
     "logs.integration": ["text/plain", "application/gzip"],
 }
+
+# The volume breaker: on unless 0 or false (benchmarks and load tests turn it off).
+_breaker = os.environ.get("RETENTION_BREAKER_ENABLED", "1").strip().lower()
+RETENTION_BREAKER_ENABLED = _breaker not in ("0", "false")
 
 # Prometheus metrics at /metrics/: off (404) until an allow list or a token is set.
 RETENTION_METRICS_ALLOWED_IPS = os.environ.get("RETENTION_METRICS_ALLOWED_IPS", "")

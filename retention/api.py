@@ -31,7 +31,14 @@ from retention.exceptions import (
     RunRefused,
     UnknownDataClass,
 )
-from retention.models import KillSwitch, LegalHold, Policy, PolicyVersion, RetentionRecord
+from retention.models import (
+    BreakerTrip,
+    KillSwitch,
+    LegalHold,
+    Policy,
+    PolicyVersion,
+    RetentionRecord,
+)
 from retention.rows import registry
 from retention.rows.registry import Evidence, RowClass, Scope
 
@@ -50,6 +57,7 @@ __all__ = [
     "RunRefused",
     "UnknownDataClass",
     "approve_policy_version",
+    "breaker_release",
     "disable_enforcement",
     "enable_enforcement",
     "pause",
@@ -188,7 +196,12 @@ def place_hold(
     subject: models.Model | None = None,
     now: datetime | None = None,
 ) -> LegalHold:
-    """Place a legal hold; ``subject=instance`` holds one row of a registered model."""
+    """Place a legal hold; ``subject=instance`` holds one row of a registered model.
+
+    The hold returned says, in ``in_flight`` (an int), how many records it
+    covers were already past their re-check: those are deleted, and their
+    events say the hold came after it.
+    """
     return services.legal_hold_place(
         reason=reason,
         placed_by=placed_by,
@@ -218,3 +231,10 @@ def pause(*, by: AbstractBaseUser, reason: str, now: datetime | None = None) -> 
 
 def resume(*, by: AbstractBaseUser, now: datetime | None = None) -> KillSwitch:
     return services.kill_switch_resume(by=by, now=_now(now))
+
+
+def breaker_release(
+    data_class: str, *, by: AbstractBaseUser, reason: str, now: datetime | None = None
+) -> BreakerTrip:
+    """Let a class the volume breaker holds dispose of its backlog in its next full sweep."""
+    return services.breaker_release(data_class=data_class, by=by, reason=reason, now=_now(now))

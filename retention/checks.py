@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from typing import Any
 
@@ -270,6 +271,44 @@ def check_rate_gate_feedback(**kwargs: Any) -> list[Error]:
             hint="Throttling halves a rate gate down to GATE_MIN_FACTOR of its rate "
             "(default 0.05); it recovers over GATE_RECOVERY_SECONDS (default 60).",
             id="retention.E013",
+        )
+        for p in problems
+    ]
+
+
+@register("retention")
+def check_breaker(**kwargs: Any) -> list[Error]:
+    problems = []
+    try:
+        _ = settings.BREAKER_ENABLED
+    except ValueError as exc:
+        problems.append(f"RETENTION_BREAKER_ENABLED cannot be read: {exc}.")
+    for name, low, high in (
+        ("BREAKER_MAX_FRACTION", 0.0, 1.0),
+        ("BREAKER_MAX_MULTIPLE", 0.0, math.inf),
+    ):
+        try:
+            value = getattr(settings, name)
+        except (TypeError, ValueError) as exc:
+            problems.append(f"RETENTION_{name} cannot be read as a number: {exc}")
+            continue
+        if not low < value <= high:
+            bound = f"in (0, {high:g}]" if high < math.inf else "greater than 0"
+            problems.append(f"RETENTION_{name} must be {bound} (it is {value:g}).")
+    try:
+        count = settings.BREAKER_MIN_COUNT
+        if count < 0:
+            problems.append(f"RETENTION_BREAKER_MIN_COUNT must not be negative (it is {count}).")
+    except (TypeError, ValueError) as exc:
+        problems.append(f"RETENTION_BREAKER_MIN_COUNT cannot be read as a number: {exc}")
+    return [
+        Error(
+            p,
+            hint="The volume breaker trips when a run would dispose of at least "
+            "BREAKER_MIN_COUNT (default 1000) and more than BREAKER_MAX_FRACTION (0.25) of a "
+            "class, or more than BREAKER_MAX_MULTIPLE (10) times its median day; "
+            "RETENTION_BREAKER_ENABLED takes True/False, or '1'/'0', 'true'/'false'.",
+            id="retention.E028",
         )
         for p in problems
     ]

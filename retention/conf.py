@@ -148,6 +148,31 @@ class RetentionSettings:
         return float(self._get("SIGNATURE_WINDOW_SECONDS", 300))
 
     @property
+    def SIGNING_KEY(self) -> str:
+        """The base64 of the 32-byte Ed25519 seed that signs anchored chain heads; empty = off."""
+        return str(self._get("SIGNING_KEY", "") or "").strip()
+
+    @property
+    def EVIDENCE_ANCHOR(self) -> str | dict[str, Any]:
+        """Where signed chain heads go: ``s3://bucket/prefix``, a directory, or a dict
+        with ``url`` and S3 client options; empty = off (``retention.anchoring.stores``).
+
+        Raises ValueError when neither a string nor a dict (check retention.E030).
+        """
+        value = self._get("EVIDENCE_ANCHOR", "")
+        if value is None:
+            return ""
+        if isinstance(value, str | dict):
+            return value
+        raise ValueError(f"expected a string or a dict, not {type(value).__name__}")
+
+    @property
+    def ANCHOR_INTERVAL(self) -> timedelta:
+        """A chain head that moved is anchored at least this often, runs or not."""
+        value = self._get("ANCHOR_INTERVAL", timedelta(hours=1))
+        return value if isinstance(value, timedelta) else timedelta(seconds=float(value))
+
+    @property
     def API_THROTTLE_RATE(self) -> str:
         """Requests per tenant on the tenant endpoints, in DRF's ``N/period`` form."""
         return str(self._get("API_THROTTLE_RATE", "120/min"))
@@ -247,6 +272,55 @@ class RetentionSettings:
     def GATE_RECOVERY_SECONDS(self) -> float:
         """After throttling, a rate gate climbs back to its full rate over this many seconds."""
         return float(self._get("GATE_RECOVERY_SECONDS", 60.0))
+
+    @property
+    def OBJECT_LOCK_HOLDS(self) -> tuple[str, ...]:
+        """Storage aliases whose objects carry an S3 Object Lock legal hold while held.
+
+        Accepts a list or the environment's comma-separated form. Raises
+        ValueError for anything else (check retention.E025 reports it).
+        """
+        value = self._get("OBJECT_LOCK_HOLDS", ())
+        if isinstance(value, str):
+            entries: list[Any] = value.split(",")
+        elif isinstance(value, list | tuple | set | frozenset):
+            entries = sorted(value, key=str) if isinstance(value, set | frozenset) else list(value)
+        else:
+            raise ValueError(f"expected a list or a comma-separated string, not {value!r}")
+        return tuple(dict.fromkeys(text for entry in entries if (text := str(entry).strip())))
+
+    @property
+    def BREAKER_ENABLED(self) -> bool:
+        """The volume breaker; off, no run is checked and no trip holds a class.
+
+        Accepts a boolean, or the environment's ``1``/``true``/``yes``/``on``
+        and ``0``/``false``/``no``/``off``. Raises ValueError otherwise
+        (check retention.E028 reports it).
+        """
+        value = self._get("BREAKER_ENABLED", True)
+        if isinstance(value, bool):
+            return value
+        text = str(value).strip().lower()
+        if text in ("1", "true", "yes", "on"):
+            return True
+        if text in ("0", "false", "no", "off"):
+            return False
+        raise ValueError(f"{value!r} is neither on (1, true) nor off (0, false)")
+
+    @property
+    def BREAKER_MAX_FRACTION(self) -> float:
+        """A run may dispose of at most this share of a class's not-yet-deleted records or rows."""
+        return float(self._get("BREAKER_MAX_FRACTION", 0.25))
+
+    @property
+    def BREAKER_MAX_MULTIPLE(self) -> float:
+        """... and at most this many times the class's median daily disposals (14 days)."""
+        return float(self._get("BREAKER_MAX_MULTIPLE", 10.0))
+
+    @property
+    def BREAKER_MIN_COUNT(self) -> int:
+        """The breaker trips only when a run is about to dispose of at least this many."""
+        return int(self._get("BREAKER_MIN_COUNT", 1000))
 
 
 settings = RetentionSettings()

@@ -31,6 +31,7 @@ from prometheus_client.registry import Collector
 
 from retention.conf import settings
 from retention.counters import CLAIMED, REGISTRY  # noqa: F401  (CLAIMED: read by tests)
+from retention.selectors.anchors import anchor_status, anchoring_on
 from retention.selectors.health import LagCheck, deleting_counts, lag_check
 
 logger = logging.getLogger("retention.metrics")
@@ -95,6 +96,11 @@ class HealthCollector(Collector):
                 "retention_last_success_timestamp_seconds",
                 "Unix time the last full enforcing run of the class finished; 0 when never.",
             ),
+            "tripped": family(
+                "retention_breaker_tripped",
+                "1 while the volume breaker holds the class for review (nothing of it is "
+                "deleted until an approver releases it).",
+            ),
         }
         for item in check.classes:
             h = item.health
@@ -109,11 +115,13 @@ class HealthCollector(Collector):
                 "deleting": deleting.get(h.data_class, 0),
                 "failed": h.failed_for_review,
                 "last": last.timestamp() if last is not None else 0,
+                "tripped": 1 if h.breaker is not None else 0,
             }
             for key, value in values.items():
                 families[key].add_metric(label, value)
         yield from families.values()
         yield from _reconcile_families(check)
+        yield from _anchor_families(check)
 
 
 def _reconcile_families(check: LagCheck) -> Iterator[Metric]:
@@ -134,6 +142,29 @@ def _reconcile_families(check: LagCheck) -> Iterator[Metric]:
         age.add_metric([item.storage], max(item.age(check.now).total_seconds(), 0))
     yield findings
     yield age
+
+
+def _anchor_families(check: LagCheck) -> Iterator[Metric]:
+    """The chain head's last anchor outside the database (absent while anchoring is off)."""
+    if not anchoring_on():
+        return
+    try:
+        status = anchor_status()
+    except DatabaseError:
+        logger.exception("metrics: the chain head could not be read")
+        return
+    behind = GaugeMetricFamily(
+        "retention_unanchored_batches",
+        "Batches of the evidence chain appended since the last anchored head.",
+    )
+    behind.add_metric([], status.unanchored)
+    yield behind
+    if status.anchored_at is not None:
+        age = GaugeMetricFamily(
+            "retention_anchor_age_seconds", "Seconds since the chain head was last anchored."
+        )
+        age.add_metric([], max((check.now - status.anchored_at).total_seconds(), 0))
+        yield age
 
 
 # The gauges join the counters' registry, read at scrape time.

@@ -1,23 +1,38 @@
 """Verify a deletion receipt offline, without the database or Django.
 
-    python -m retention.receipts verify receipt.json chain-head.json
+    python -m retention.receipts verify receipt.json chain-head.json \
+        [--signed-head signed-head.json --public-key KEY]
+    python -m retention.receipts verify-head signed-head.json --public-key KEY \
+        [--chain-head chain-head.json]
 
 A receipt carries the event's fields, its leaf index in its batch, the
 audit path to the batch root, and the batch's link in the chain. The chain
 head file carries the head's chain hash and the links (seq, size, root) of
 every batch after the receipt's, so the verifier can walk from the receipt's
-batch to the head. See "Verifying a receipt" in docs/evidence.md.
+batch to the head. A signed head (an anchor, ``retention.anchoring.signing``)
+must carry a good Ed25519 signature of KEY (base64, or the JSON file of
+``GET /api/v1/deletions/chain/key/``) and lie on that same walk. See
+"Verifying a receipt" and "Anchors outside the database" in docs/evidence.md.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from retention import evidence
+from retention.anchoring.signing import (
+    AnchorError,
+    SignedHead,
+    head_parse,
+    head_verify,
+    key_id,
+    public_key_load,
+)
 
 
 def _hex(value: Any, what: str) -> bytes:
@@ -69,22 +84,137 @@ def verify_receipt(receipt: dict[str, Any], head: dict[str, Any]) -> list[str]:
     return []
 
 
+def _links(head: Mapping[str, Any]) -> dict[int, tuple[int, bytes]]:
+    return {
+        int(e["seq"]): (int(e["size"]), _hex(e["root"], "link root")) for e in head.get("links", [])
+    }
+
+
+def _walk(start: bytes, first: int, last: int, head: Mapping[str, Any], *, hint: int) -> bytes:
+    """The chain hash of batch ``last``, from that of batch ``first`` and the links between."""
+    links, current = _links(head), start
+    for seq in range(first + 1, last + 1):
+        if seq not in links:
+            raise ValueError(
+                f"the chain head file has no link of batch {seq}: fetch it with ?from_seq={hint}"
+            )
+        size, root = links[seq]
+        current = evidence.chain_hash(current, seq, size, root)
+    return current
+
+
+def signed_head_check(
+    signed: Mapping[str, Any], public_key: bytes, head: Mapping[str, Any] | None = None
+) -> tuple[SignedHead | None, list[str]]:
+    """The signed head and the problems found: its signature, and with a chain
+    head file whether the head file's chain passes through the signed batch."""
+    try:
+        parsed = head_parse(signed)
+    except AnchorError as exc:
+        return None, [f"malformed signed head: {exc}"]
+    try:
+        wrong = head_verify(parsed, {key_id(public_key): public_key})
+    except AnchorError as exc:  # no cryptography package
+        return parsed, [f"cannot check the signature: {exc}"]
+    if wrong is not None:
+        return parsed, [f"the signed head of batch {parsed.seq}: {wrong}"]
+    if head is None:
+        return parsed, []
+    try:
+        top = int(head["head"]["seq"])
+        if parsed.seq > top:
+            return parsed, [_behind(parsed.seq, top)]
+        reached = _walk(bytes.fromhex(parsed.chain), parsed.seq, top, head, hint=parsed.seq)
+        if reached != _hex(head["head"]["chain"], "head chain"):
+            return parsed, [_rewritten(parsed.seq)]
+    except (KeyError, TypeError) as exc:
+        return parsed, [f"malformed chain head: missing or wrong {exc}"]
+    except ValueError as exc:
+        return parsed, [str(exc)]
+    return parsed, []
+
+
+def _behind(seq: int, top: int) -> str:
+    return (
+        f"batch {seq} was signed, but the chain head file ends at batch {top}: the trail "
+        "was rolled back since (or the chain head file is older than the signed head)"
+    )
+
+
+def _rewritten(seq: int) -> str:
+    return f"the chain does not pass through the signed hash of batch {seq}: it was rewritten"
+
+
+def receipt_signed_head_problems(
+    receipt: Mapping[str, Any], head: Mapping[str, Any], signed: SignedHead
+) -> list[str]:
+    """Whether the receipt's walk to the head passes through the signed head's batch.
+
+    Call after ``verify_receipt`` found no problem. A signed head older than
+    the receipt's batch needs the links from it: ``?from_seq=<its seq>``.
+    """
+    batch = receipt["batch"]
+    seq, top, target = int(batch["seq"]), int(head["head"]["seq"]), bytes.fromhex(signed.chain)
+    try:
+        if signed.seq > top:
+            return [_behind(signed.seq, top)]
+        if signed.seq >= seq:
+            reached = _walk(_hex(batch["chain"], "batch chain"), seq, signed.seq, head, hint=seq)
+            return [] if reached == target else [_rewritten(signed.seq)]
+        reached = _walk(target, signed.seq, seq - 1, head, hint=signed.seq)
+        if reached != _hex(batch["previous_chain"], "previous_chain"):
+            return [_rewritten(signed.seq)]
+    except (KeyError, TypeError) as exc:
+        return [f"malformed chain head: missing or wrong {exc}"]
+    except ValueError as exc:
+        return [str(exc)]
+    return []
+
+
+def _public_key(value: str) -> bytes:
+    """Base64, or the JSON saved from GET /api/v1/deletions/chain/key/."""
+    if os.path.isfile(value):
+        with open(value, encoding="utf-8") as fh:
+            value = json.load(fh)["public_key"]
+    return public_key_load(value)
+
+
+def _load(path: str) -> Any:
+    with open(path, encoding="utf-8") as fh:
+        return json.load(fh)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m retention.receipts")
     sub = parser.add_subparsers(dest="command", required=True)
     verify = sub.add_parser("verify", help="verify one receipt against a chain head")
     verify.add_argument("receipt")
     verify.add_argument("chain_head")
+    verify.add_argument("--signed-head", metavar="FILE", help="an anchored, signed chain head")
+    verify.add_argument("--public-key", metavar="KEY", help="its key: base64, or a JSON file")
+    head_only = sub.add_parser("verify-head", help="verify a signed chain head")
+    head_only.add_argument("signed_head")
+    head_only.add_argument("--public-key", metavar="KEY", required=True)
+    head_only.add_argument("--chain-head", metavar="FILE", help="a later chain head file")
     args = parser.parse_args(argv)
+    if args.command == "verify" and bool(args.signed_head) != bool(args.public_key):
+        parser.error("--signed-head and --public-key go together")
     try:
-        with open(args.receipt, encoding="utf-8") as fh:
-            receipt = json.load(fh)
-        with open(args.chain_head, encoding="utf-8") as fh:
-            head = json.load(fh)
-    except (OSError, json.JSONDecodeError) as exc:
+        public = _public_key(args.public_key) if args.public_key else b""
+        signed: Any = _load(args.signed_head) if args.signed_head else None
+        if args.command == "verify-head":
+            head = _load(args.chain_head) if args.chain_head else None
+            return _report(*signed_head_check(signed, public, head), head=head)
+        receipt, head = _load(args.receipt), _load(args.chain_head)
+    except (OSError, ValueError, KeyError, TypeError) as exc:
         print(f"cannot read input: {exc}", file=sys.stderr)
         return 2
     problems = verify_receipt(receipt, head)
+    parsed = None
+    if not problems and signed is not None:
+        parsed, problems = signed_head_check(signed, public)
+        if parsed is not None and not problems:
+            problems = receipt_signed_head_problems(receipt, head, parsed)
     if problems:
         for problem in problems:
             print(f"NOT VERIFIED: {problem}")
@@ -95,6 +225,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"is event {receipt['leaf_index']} of batch {receipt['batch']['seq']}, "
         f"chained to head batch {head['head']['seq']}."
     )
+    if parsed is not None:
+        print(f"VERIFIED: {_signed(parsed)}; the receipt's chain passes through it.")
+    return 0
+
+
+def _signed(signed: SignedHead) -> str:
+    return (
+        f"the head of batch {signed.seq} was signed by key {signed.key_id} at {signed.anchored_at}"
+    )
+
+
+def _report(
+    signed: SignedHead | None, problems: list[str], *, head: Mapping[str, Any] | None
+) -> int:
+    if problems or signed is None:
+        for problem in problems:
+            print(f"NOT VERIFIED: {problem}")
+        return 1
+    later = f"; the chain to head batch {head['head']['seq']} passes through it" if head else ""
+    print(f"VERIFIED: {_signed(signed)}{later}.")
     return 0
 
 

@@ -87,6 +87,7 @@ def summary_lines(run: RunModel) -> list[str]:
                 "  Failed records waiting for review: "
                 + ", ".join(f"{k}: {v}" for k, v in sorted(failed.items()))
             )
+        lines.extend(_breaker_lines(run))
         return lines
     lines.append(
         f"  Eligible {run.eligible} (oldest expired {oldest}); claimed {run.claimed}; "
@@ -103,6 +104,7 @@ def summary_lines(run: RunModel) -> list[str]:
     )
     if run.failed:
         lines.append("  Failed records stay in state 'failed' with their reason, for review.")
+    lines.extend(_breaker_lines(run))
     if run.status == RunStatus.FINISHED and not run.data_classes:
         lines.append("  No data class is in enforce mode: nothing to delete.")
     return lines
@@ -123,3 +125,28 @@ def _rows_dry_run_line(name: str, data: dict[str, Any], note: str) -> str:
         parts += [f"sets {n} {m} to null" for m, n in related["nulls"].items()]
         line += f"\n      with the first {related['measured_rows']} rows: " + ", ".join(parts)
     return line
+
+
+def _breaker_lines(run: RunModel) -> list[str]:
+    """The classes the volume breaker held (an enforcing run) or would trip on (a dry run)."""
+    entries = run.report.get("breaker") if isinstance(run.report, dict) else None
+    lines = []
+    for name, entry in sorted((entries or {}).items()):
+        if entry.get("held"):
+            lines.append(
+                f"  Volume breaker: {name} held, {entry.get('about_to_delete', 0)} kept "
+                f"(tripped): {entry.get('reason', '')}. An approver reviews and releases it."
+            )
+        elif entry.get("would_trip"):
+            lines.append(
+                f"  Volume breaker: an enforcing run would trip on {name}: "
+                f"{entry.get('reason', '')}."
+            )
+        elif entry.get("release_used"):
+            lines.append(
+                f"  Volume breaker: {name} released (trip {entry.get('released_by_trip')}): "
+                "deleted without checking the volume."
+            )
+        elif entry.get("held_by_trip"):
+            lines.append(f"  Volume breaker: {name} is held ({entry.get('reason', '')}).")
+    return lines

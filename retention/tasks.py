@@ -2,8 +2,9 @@
 
 Installed by ``retention_schedule`` (the sweep, the watchdog, the weekly
 reconciliation) or published by the engine (a queued run's arm task, its
-batches). Each is safe to run twice. Their dotted paths are a contract with
-tasks already sitting in a broker: an upgrade keeps them.
+batches) and by the holds (a large scope's Object Lock batches). Each is
+safe to run twice. Their dotted paths are a contract with tasks already
+sitting in a broker: an upgrade keeps them.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from django.utils import timezone
 
 from retention import engine
 from retention.models import RunTrigger
+from retention.services.anchors import chain_anchor_due
+from retention.services.hold_mirror import hold_mirror_continue
 
 
 def run_scheduled(**_schedule: Any) -> str | None:
@@ -29,8 +32,12 @@ def reconcile_scheduled(**_schedule: Any) -> str:
 
 
 def runs_resume() -> int:
-    """The watchdog: advance queued runs that no batch carries on any more."""
-    return len(engine.runs_resume_stalled(now=timezone.now()))
+    """The watchdog: advance queued runs that no batch carries on any more, and
+    anchor the chain head when it moved and RETENTION_ANCHOR_INTERVAL has passed."""
+    now = timezone.now()
+    resumed = len(engine.runs_resume_stalled(now=now))
+    chain_anchor_due(now=now)
+    return resumed
 
 
 def run_dispatch(payload: dict[str, Any]) -> str:
@@ -40,3 +47,8 @@ def run_dispatch(payload: dict[str, Any]) -> str:
 
 def batch_dispose(payload: dict[str, Any]) -> dict[str, int]:
     return dict(engine.batch_dispose(payload=payload).counts)
+
+
+def hold_mirror(payload: dict[str, Any]) -> int:
+    """One batch of a legal hold's Object Lock mirror; it publishes the next (one bounded unit)."""
+    return hold_mirror_continue(payload=payload)

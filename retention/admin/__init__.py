@@ -1,9 +1,18 @@
 """Django admin for the governance owner (SPEC §3.3).
 
 One module per area, so each can grow on its own: policies and versions,
-legal holds, the kill switch, runs and dry-run reports, the read-only audit
-trail, the dashboard. Tenant API keys are the API sub-app's
+legal holds, the kill switch, the volume breaker's trips, runs and dry-run
+reports, the read-only audit trail, the dashboard. Tenant API keys are the API sub-app's
 (``retention/rest/admin.py``).
 """
 
-from retention.admin import audit, checks, holds, killswitch, policies, runs, versions  # noqa: F401
+from retention.admin import (  # noqa: F401
+    audit,
+    breaker,
+    checks,
+    holds,
+    killswitch,
+    policies,
+    runs,
+    versions,
+)

@@ -21,7 +21,7 @@ from django.utils import timezone
 
 from retention import services
 from retention.admin.base import TenantFilter, acting_user, report_refusal
-from retention.models import LegalHold, Policy, RetentionRecord
+from retention.models import LegalHold, ObjectLockStatus, Policy, RetentionRecord
 from retention.selectors import admin as selectors
 
 
@@ -125,6 +125,7 @@ class LegalHoldAdmin(admin.ModelAdmin[LegalHold]):
         "placed_by",
         "placed_at",
         "protects_now",
+        "object_lock",
         "released_by",
         "released_at",
         "release_reason",
@@ -168,6 +169,10 @@ class LegalHoldAdmin(admin.ModelAdmin[LegalHold]):
         reach = selectors.hold_reach(obj, now=timezone.now())
         return _reach_text(reach)
 
+    @admin.display(description="Object Lock legal holds")
+    def object_lock(self, obj: LegalHold) -> str:
+        return _object_lock_text(obj)
+
     # Placing a hold is one service call; the form only checks the scope.
     def save_form(
         self, request: HttpRequest, form: forms.ModelForm[LegalHold], change: bool
@@ -204,6 +209,13 @@ class LegalHoldAdmin(admin.ModelAdmin[LegalHold]):
         self.message_user(
             request, f"{obj} placed. It protects {_reach_text(reach)}.", messages.SUCCESS
         )
+        if obj.in_flight:
+            self.message_user(
+                request,
+                f"{obj.in_flight} of the records it covers were already being deleted (past "
+                "their last check): they are deleted, and their events say the hold came after.",
+                messages.WARNING,
+            )
         return HttpResponseRedirect(reverse("admin:retention_legalhold_change", args=[obj.pk]))
 
     @admin.action(permissions=["change"], description="Release the selected hold…")
@@ -287,6 +299,23 @@ class LegalHoldAdmin(admin.ModelAdmin[LegalHold]):
                 "reach": selectors.hold_reach(hold, now=timezone.now()),
             },
         )
+
+
+def _object_lock_text(hold: LegalHold) -> str:
+    """How far the hold's mirror into the store has got (RETENTION_OBJECT_LOCK_HOLDS)."""
+    status, done, total = hold.object_lock_status, hold.object_lock_done, hold.object_lock_total
+    objects = f"{done:,} of {total:,} objects"
+    if status == ObjectLockStatus.APPLYING:
+        return f"being set: {objects}"
+    if status == ObjectLockStatus.APPLIED:
+        return f"set on {total:,} objects in the store"
+    if status == ObjectLockStatus.RELEASING:
+        return f"being removed: {objects}"
+    if status == ObjectLockStatus.RELEASED:
+        return f"removed where no other hold covers the object ({total:,} objects)"
+    if status == ObjectLockStatus.FAILED:
+        return f"failed after {objects}: {hold.object_lock_error}"
+    return "not mirrored (no storage in RETENTION_OBJECT_LOCK_HOLDS, or a hold on a row)"
 
 
 def _reach_text(reach: selectors.HoldReach) -> str:

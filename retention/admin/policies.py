@@ -75,6 +75,16 @@ class VersionRulesForm(forms.ModelForm[PolicyVersion]):
     class Meta:
         model = PolicyVersion
         fields = list(RULE_FORM_FIELDS)
+        help_texts = {
+            "breaker_max_fraction": "Volume breaker: the largest share of the class's "
+            "not-yet-deleted records a run may delete unreviewed, e.g. 0.25. Empty: "
+            "RETENTION_BREAKER_MAX_FRACTION.",
+            "breaker_max_multiple": "... and the largest multiple of its median day of the "
+            "last 14, e.g. 10. Empty: RETENTION_BREAKER_MAX_MULTIPLE.",
+            "breaker_min_count": "The breaker never trips below this many, e.g. 1000; raise "
+            "it for a class whose first sweep is known to be large. Empty: "
+            "RETENTION_BREAKER_MIN_COUNT.",
+        }
 
     def clean_batch_size(self) -> int:
         value: int = self.cleaned_data["batch_size"]

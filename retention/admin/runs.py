@@ -172,6 +172,7 @@ class RunAdmin(CsvExportMixin[Run], ReadOnlyAdmin[Run]):
                     "tenants": report.get("per_tenant", {}).get(name, []),
                     "sample": report.get("sample", {}).get(name, []),
                     "failed_for_review": report.get("failed_for_review", {}).get(name, 0),
+                    "breaker": (report.get("breaker") or {}).get(name) or {},
                     "fresh": latest is not None and latest.pk == run.pk,
                     "newer": latest if latest is not None and latest.pk != run.pk else None,
                 }

@@ -10,13 +10,17 @@ claims ← events ← page ← stepping ← executors):
 - ``events``, ``page``, ``finalize``, ``overlap``: disposing of a page —
   re-check, delete, finalize, events;
 - ``measure``: what a run owes, and the dry-run report;
+- ``breaker``: the volume breaker, decided per class once a run is
+  measured, before its first page: a class about to lose far more than is
+  normal is held until an approver releases it;
 - ``stepping``: when a run stops, lease arithmetic, heartbeats, retry waits;
 - ``inline`` and ``queued`` (+ ``batch``): the two executors; a queued run
   moves in bounded tasks (an arm task, then batches that claim their
   successors), so no task holds a worker for the whole run;
 - ``publish``: task names and how queued runs are published;
 - ``schedule``: the nightly sweep and its watchdog;
-- ``reconcile`` (+ ``reconcile_act``): the store compared with the records.
+- ``reconcile`` (+ ``reconcile_act``, ``reconcile_locks``): the store
+  compared with the records, and mirrored legal holds with the holds.
 
 The names below are the engine's entry points for the interfaces (command,
 tasks, REST API, admin) and for ``retention.api``.

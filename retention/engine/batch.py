@@ -40,6 +40,7 @@ from django.utils.dateparse import parse_datetime
 
 from retention.conf import settings
 from retention.disposal import Disposer, ObjectDisposer, can_overlap
+from retention.engine.breaker import breaker_held
 from retention.engine.claims import (
     CLAIM_FIELDS,
     Claim,
@@ -93,6 +94,19 @@ def batch_dispose(
             "run %s: batch %s released (%d rows) because retention is paused",
             run.pk,
             token,
+            released,
+            extra={"run_id": str(run.pk)},
+        )
+        run_advance(run_id=run.pk, clock=clock, publish=publish, guard=guard)
+        return outcome
+    if batch.data_class in breaker_held(run):
+        # The advance publishes none for a held class; one that got out deletes nothing.
+        released = batch_release(token, BatchState.RELEASED, now)
+        logger.warning(
+            "run %s: batch %s of %s released (%d rows): the volume breaker holds the class",
+            run.pk,
+            token,
+            batch.data_class,
             released,
             extra={"run_id": str(run.pk)},
         )

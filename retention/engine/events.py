@@ -32,13 +32,19 @@ class ClaimOutcome:
         return self.counts[name]
 
 
-def idempotency_key(item: ClaimedItem, outcome: str, *, run_id: uuid.UUID) -> str:
+def idempotency_key(
+    item: ClaimedItem, outcome: str, *, run_id: uuid.UUID, per_attempt: bool = False
+) -> str:
     base = f"{item.policy_version_id}:{item.record_id}:{item.disposition}"
     if item.reappearances:
         # Deleted once, found again by reconciliation: a new disposal.
         base = f"{base}:r{item.reappearances}"
     if outcome in (EventOutcome.DELETED, EventOutcome.ALREADY_ABSENT):
         return base
+    if per_attempt:
+        # A skip the store decided (an Object Lock refused the delete): a run
+        # may claim the record again and be refused again, each time evidenced.
+        return f"{base}:{outcome}:a{item.attempt}:{run_id}"
     if outcome in (EventOutcome.SKIPPED_HELD, EventOutcome.SKIPPED_RENEWED):
         # Per run: a replay within the run records the skip once, and every
         # run that skips the record leaves its own evidence of it.
@@ -49,10 +55,16 @@ def idempotency_key(item: ClaimedItem, outcome: str, *, run_id: uuid.UUID) -> st
 
 
 def event_for(
-    item: ClaimedItem, *, run_id: uuid.UUID, outcome: str, now: datetime, reason: str = ""
+    item: ClaimedItem,
+    *,
+    run_id: uuid.UUID,
+    outcome: str,
+    now: datetime,
+    reason: str = "",
+    per_attempt: bool = False,
 ) -> NewEvent:
     return NewEvent(
-        idempotency_key=idempotency_key(item, outcome, run_id=run_id),
+        idempotency_key=idempotency_key(item, outcome, run_id=run_id, per_attempt=per_attempt),
         record_id=item.record_id,
         run_id=run_id,
         tenant_id=item.tenant_id,

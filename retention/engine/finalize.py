@@ -23,6 +23,7 @@ from retention.engine.claims import Claim, ClaimedItem
 from retention.engine.events import ClaimOutcome, event_for
 from retention.engine.ledger import run_counts_add
 from retention.models import EventOutcome, RecordState, RetentionRecord
+from retention.selectors.holds import held_record_ids, holds_after_recheck
 from retention.services.evidence import NewEvent, events_append
 from retention.storage import KeyResult, Outcome
 
@@ -34,6 +35,11 @@ def _backoff(attempt: int) -> timedelta:
     # "Equal jitter": never less than half the step, so retries stay spread.
     return timedelta(seconds=ceiling / 2 + random.uniform(0, ceiling / 2))
 
+
+# A store's Object Lock that no active hold explains (a release whose locks
+# are still being removed, a lock set outside Lethe): the record is tried
+# again after this long, so no run waits for it or loops on it.
+LOCKED_RETRY = timedelta(hours=1)
 
 # What a page's retried or failed rows change (their lease is cleared).
 _UNFINISHED_FIELDS = [
@@ -69,20 +75,42 @@ def finalize(
             if others
             else ()
         )
+        locked = [r for r in sorted(ours - done) if results[r].outcome == Outcome.LOCKED]
+        # Holds placed once these rows had passed their re-check: they did
+        # not stop the delete, and the events say so.
+        late = holds_after_recheck([*done, *locked], data_class=items[0].data_class)
         events: list[NewEvent] = []
         unfinished: list[RetentionRecord] = []
         failed: dict[int, str] = {}
         for record_id in sorted(ours):
             item = by_id[record_id]
             result = results[record_id]
+            after = (
+                f"hold #{late[record_id]} placed after the re-check" if record_id in late else ""
+            )
             if record_id in done:
                 kind = (
                     EventOutcome.DELETED
                     if result.outcome == Outcome.DELETED
                     else EventOutcome.ALREADY_ABSENT
                 )
-                events.append(event_for(item, run_id=claim.run_id, outcome=kind, now=now))
+                events.append(
+                    event_for(item, run_id=claim.run_id, outcome=kind, now=now, reason=after)
+                )
                 outcome.counts["deleted" if kind == EventOutcome.DELETED else "already_absent"] += 1
+            elif result.outcome == Outcome.LOCKED:
+                refused = f"the store's Object Lock refused the delete ({result.reason})"
+                events.append(
+                    event_for(
+                        item,
+                        run_id=claim.run_id,
+                        outcome=EventOutcome.SKIPPED_HELD,
+                        now=now,
+                        reason=f"{after}; {refused}" if after else refused,
+                        per_attempt=True,
+                    )
+                )
+                outcome.counts["skipped_held"] += 1
             elif result.outcome == Outcome.TRANSIENT and item.attempt < max_attempts:
                 events.append(
                     event_for(
@@ -130,6 +158,8 @@ def finalize(
         if unfinished:
             # One statement for the page, whatever its size.
             RetentionRecord.objects.bulk_update(unfinished, _UNFINISHED_FIELDS, batch_size=1000)
+        if locked:
+            _locked_release(locked, claim.token, now)
         # These rows were still leased to this claim under lock: their events are new.
         events_append(events, run_id=claim.run_id, now=now, known_new=True)
         run_counts_add(claim.run_id, outcome.counts)
@@ -137,6 +167,32 @@ def finalize(
             counters.count_on_commit(items[0].data_class, outcome.counts)
     _log_page(claim, items, outcome, failed)
     return outcome
+
+
+def _locked_release(ids: list[int], token: uuid.UUID, now: datetime) -> None:
+    """Give back rows whose delete an Object Lock refused: their object is still there.
+
+    Under an active hold they go back to ``active`` (the hold keeps claims
+    off them); otherwise they wait ``LOCKED_RETRY`` as retryable, since
+    nothing in the database says when the lock will go.
+    """
+    held = held_record_ids(ids)
+    kept = [rid for rid in ids if rid in held]
+    unexplained = [rid for rid in ids if rid not in held]
+    free = {"lease_owner": None, "lease_expires_at": None, "disposal_started_at": None}
+    if kept:
+        RetentionRecord.objects.filter(id__any_of=kept, lease_owner=token).update(
+            state=RecordState.ACTIVE, **free
+        )
+    if unexplained:
+        RetentionRecord.objects.filter(id__any_of=unexplained, lease_owner=token).update(
+            state=RecordState.FAILED,
+            retryable=True,
+            next_attempt_at=now + LOCKED_RETRY,
+            last_error="the store's Object Lock refused the delete, and no active hold covers "
+            "the record (a release still being mirrored, or a lock set outside Lethe)",
+            **free,
+        )
 
 
 def _mark_deleted(ids: Sequence[int], token: uuid.UUID, now: datetime) -> set[int]:
@@ -180,7 +236,9 @@ def _log_page(
     if not items:
         return
     data_class = items[0].data_class
-    counts = {k: outcome[k] for k in ("deleted", "already_absent", "retried", "failed")}
+    counts = {
+        k: outcome[k] for k in ("deleted", "already_absent", "skipped_held", "retried", "failed")
+    }
     logger.info(
         "run %s: page of %d %s records finalized: %s",
         claim.run_id,

@@ -18,6 +18,8 @@ from collections.abc import Callable
 from django.utils import timezone
 
 from retention.disposal import Disposer, ObjectDisposer, can_overlap
+from retention.engine.breaker import REPORT_KEY as BREAKER_REPORT_KEY
+from retention.engine.breaker import breaker_decide, breaker_held, breaker_preview
 from retention.engine.claims import Claim, Cursors, records_claim_next
 from retention.engine.events import ClaimOutcome, held_skips_record
 from retention.engine.ledger import run_columns, run_finish
@@ -77,14 +79,20 @@ def _execute(
     sleep: Callable[[float], None],
 ) -> Run:
     run, clock = stepper.run, stepper.clock
-    rows = run_measure(run)
+    measured = run_measure(run)
     if run.mode == RunMode.DRY_RUN:
         report = dict(run.report)
-        report.update(dry_run_report(run, rows))
+        report.update(dry_run_report(run, measured.rows))
+        # Never trips: says what the breaker would do to an enforcing run.
+        preview = breaker_preview(run, eligible=measured.eligible, rows=measured.rows)
+        if preview:
+            report[BREAKER_REPORT_KEY] = preview
         Run.objects.filter(pk=run.pk).update(report=report)
         return run_finish(run, RunStatus.FINISHED, "", clock())
 
     held_skips_record(run, clock())
+    # Once per class, before the class's first page.
+    breaker_decide(run, eligible=measured.eligible, rows=measured.rows, now=clock())
 
     def page_done(claim: Claim | None, outcome: ClaimOutcome) -> None:
         """Add a finalized page's outcomes to the run's counts in memory
@@ -122,10 +130,16 @@ def _sweep(
     rules = run_rules(run)
     gates = {name: gate_for(data_class=name, rate_limit=r.rate_limit) for name, r in rules.items()}
     cursors: Cursors = {}
-    row_sweeps = {name: RowSweep(run, name, rules[name]) for name in row_class_names(run, rules)}
+    held = breaker_held(run)
+    names = [name for name in run.data_classes if name not in held]
+    row_sweeps = {
+        name: RowSweep(run, name, rules[name])
+        for name in row_class_names(run, rules)
+        if name in names
+    }
     while True:
         claimed_any = False
-        for name in run.data_classes:
+        for name in names:
             now = clock()
             size = stepper.page_size(rules[name])
             stepper.heartbeat(now, extra_seconds=stepper.pacing_seconds(size, rules[name]))

@@ -32,6 +32,7 @@ from retention.models import (
     RunTrigger,
 )
 from retention.selectors.control import kill_switch_paused
+from retention.services.anchors import chain_anchor_on_commit
 from retention.storage import StorageUnavailable
 
 logger = logging.getLogger("retention.engine")
@@ -197,6 +198,8 @@ def run_finish(run: Run, status: str, reason: str, now: datetime) -> Run:
             "counts": counts,
         },
     )
+    # The chain head, signed, outside the database (when configured); never fails the run.
+    chain_anchor_on_commit(now=now)
     return run
 
 

@@ -8,6 +8,7 @@ digests (never keys), and the rows waiting for review.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -15,30 +16,50 @@ from django.db.models import Count, Min
 from django.utils.dateparse import parse_datetime
 
 from retention.conf import settings
+from retention.engine.breaker import breaker_held
 from retention.engine.row_measure import related_rows, row_class_measure
 from retention.engine.rules import class_cutoff, expired_pending, expired_q, run_rules, run_scope
 from retention.models import Disposition, Policy, RecordState, Run
 from retention.rows.registry import row_class, row_class_required
 
 
-def run_measure(run: Run) -> dict[str, dict[str, Any]]:
-    """Count eligible and held work once, at the fixed cutoff; return the figures
-    of the run's classes of model rows (a dry run's report shows them)."""
+@dataclass(frozen=True, slots=True)
+class Measured:
+    """What a run owes: eligible per class (records or rows), and the figures of
+    its classes of model rows (a dry run's report shows them)."""
+
+    eligible: dict[str, int]
+    rows: dict[str, dict[str, Any]]
+
+
+def run_measure(run: Run) -> Measured:
+    """Count eligible and held work once, at the fixed cutoff."""
     expired = expired_pending(run)
-    eligible = expired.not_held().aggregate(n=Count("id"), oldest=Min("expires_at"))
+    # Per class in the same pass: the volume breaker weighs each class apart.
+    per_class = (
+        expired.not_held()
+        .values("data_class")
+        .annotate(n=Count("id"), oldest=Min("expires_at"))
+        .order_by()
+    )
+    eligible: dict[str, int] = {}
+    oldest: datetime | None = None
+    for row in per_class:
+        eligible[row["data_class"]] = row["n"]
+        if oldest is None or row["oldest"] < oldest:
+            oldest = row["oldest"]
     held = expired.held().count()
-    total, oldest = eligible["n"], eligible["oldest"]
     rows = row_classes_measure(run)
-    for figures in rows.values():
-        total += figures["eligible"]
+    for name, figures in rows.items():
+        eligible[name] = eligible.get(name, 0) + figures["eligible"]
         held += figures["held"]
         at = parse_datetime(figures["oldest_eligible_at"] or "")
         if at is not None and (oldest is None or at < oldest):
             oldest = at
     Run.objects.filter(pk=run.pk).update(
-        eligible=total, oldest_eligible_at=oldest, skipped_held=held
+        eligible=sum(eligible.values()), oldest_eligible_at=oldest, skipped_held=held
     )
-    return rows
+    return Measured(eligible=eligible, rows=rows)
 
 
 def row_classes_measure(run: Run) -> dict[str, dict[str, Any]]:
@@ -127,8 +148,10 @@ def dry_run_report(run: Run, row_figures: dict[str, dict[str, Any]]) -> dict[str
 
 
 def retry_next_due(run: Run) -> datetime | None:
+    """When the next retry of the run falls due; a class the breaker holds has none."""
     due: datetime | None = (
         run_scope(run)
+        .exclude(data_class__in=breaker_held(run))
         .filter(expired_q(run), state=RecordState.FAILED, retryable=True)
         .not_held()
         .aggregate(due=Min("next_attempt_at"))["due"]

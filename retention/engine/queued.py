@@ -4,7 +4,9 @@ A queued run moves in bounded steps, each one short task on a django-q2
 worker:
 
 - the *arm* task (``run_dispatch``, published when the run is accepted)
-  measures the run once and publishes its first batches;
+  measures the run once, lets the volume breaker decide each class
+  (``retention.engine.breaker``; no batch of a held class is published),
+  and publishes its first batches;
 - each *batch* task (``retention.engine.batch``) claims one page itself,
   right before deleting it (so the claim is the re-check, as inline),
   finalizes it, then *advances* the run: under a short lock on the run's row
@@ -37,6 +39,7 @@ from django.db.models import Count, QuerySet
 from django.utils import timezone
 
 from retention.conf import settings
+from retention.engine.breaker import breaker_decide, breaker_held
 from retention.engine.claims import claim_release, claimable_count
 from retention.engine.events import held_skips_record
 from retention.engine.inline import run_execute
@@ -96,14 +99,17 @@ def _run_when_committed(run_id: uuid.UUID | str, sleep: Callable[[float], None])
 
 
 def _measure_once(run: Run, now: datetime) -> None:
-    """Count what the run owes and record its held skips, once per run."""
+    """Count what the run owes, record its held skips and the breaker's decision, once per run."""
     with transaction.atomic():
         locked = Run.objects.select_for_update().get(pk=run.pk)
         report = locked.report if isinstance(locked.report, dict) else {}
         if report.get("measured"):
             return
-        run_measure(run)
+        measured = run_measure(run)
         held_skips_record(run, now)
+        # Before any batch is published: no batch of a held class is.
+        if breaker_decide(run, eligible=measured.eligible, rows=measured.rows, now=now):
+            report = run.report  # with the decision in it
         Run.objects.filter(pk=run.pk).update(report={**report, "measured": True})
 
 
@@ -185,6 +191,7 @@ def _open_slots(run: Run, stepper: Stepper, free: int, now: datetime) -> list[Ru
     report = dict(run.report) if isinstance(run.report, dict) else {}
     rows_done = report.get("rows_done") or {}
     row_names = set(row_class_names(run, rules))
+    held = breaker_held(run)
     busy = set(
         RunBatch.objects.filter(run=run, state=BatchState.QUEUED, data_class__in=row_names)
         .values_list("data_class", flat=True)
@@ -192,7 +199,7 @@ def _open_slots(run: Run, stepper: Stepper, free: int, now: datetime) -> list[Ru
     )
     for name in run.data_classes:
         size = stepper.page_size(rules[name])
-        if size <= 0:
+        if size <= 0 or name in held:
             continue
         if name in row_names:
             # Model rows: one page at a time per class, each after the last one's cursor.

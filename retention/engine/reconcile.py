@@ -34,6 +34,7 @@ from retention.engine.reconcile_act import (
     adopt_target,
     findings_act,
 )
+from retention.engine.reconcile_locks import legal_holds_compare
 from retention.exceptions import RunRefused
 from retention.models import (
     Policy,
@@ -45,6 +46,7 @@ from retention.models import (
     RunStatus,
     RunTrigger,
 )
+from retention.services.hold_mirror import mirrored_storages
 from retention.storage import StorageAdapter, StorageUnavailable, get_adapter
 from retention.storage.listing import Listed, ListingFailed, objects_listed
 
@@ -163,6 +165,8 @@ def _reconcile(
                 versions = _erases_versions(alias, prefix)
                 listing = objects_listed(adapter, prefix, versions=versions)
                 _merge(listing, _records(alias, prefix), findings, selected, last_id)
+                if alias in mirrored_storages():
+                    legal_holds_compare(findings, prefix=prefix, selected=selected, last_id=last_id)
         except (ListingFailed, StorageUnavailable) as exc:
             save()
             raise ListingFailed(f"listing failed, nothing acted on: {exc}") from exc

@@ -71,6 +71,9 @@ class Findings:
         self.rows: dict[str, array[int]] = {name: array("q") for name in ACTED}
         self.samples: dict[str, list[dict[str, Any]]] = {name: [] for name in ("orphans", *ACTED)}
         self.not_adopted: Counter[str] = Counter()
+        # A storage whose holds are mirrored as Object Lock legal holds
+        # (``reconcile_locks``): legal_hold_mismatch and legal_hold_unchecked.
+        self.lock_counts: dict[str, int] = {}
 
     @property
     def counts(self) -> dict[str, int]:
@@ -80,7 +83,20 @@ class Findings:
             "listed": self.listed,
             "tracked": self.tracked,
             "adopted": self.adopted,
+            **self.lock_counts,
         }
+
+    def lock_mismatch(self, row: dict[str, Any], *, locked: bool) -> None:
+        """A record whose object's legal hold disagrees with the holds (reported only)."""
+        self._sample(
+            "legal_hold_mismatch",
+            row["key_digest"],
+            None,
+            row["created_at"],
+            record_id=row["id"],
+            data_class=row["data_class"],
+            legal_hold="on" if locked else "off",
+        )
 
     def orphan(self, obj: Listed, digest: str) -> None:
         self.orphans += 1
@@ -104,7 +120,7 @@ class Findings:
     def _sample(
         self, finding: str, digest: str, size: int | None, since: datetime | None, **more: Any
     ) -> None:
-        sample = self.samples[finding]
+        sample = self.samples.setdefault(finding, [])
         if len(sample) < SAMPLE:
             age = round((self.now - since).total_seconds()) if since is not None else None
             sample.append({"key_digest": digest, "size": size, "age_seconds": age, **more})

@@ -26,6 +26,18 @@ class RecordState(models.TextChoices):
     MISSING = "missing", "Not found at deletion time"
 
 
+class ObjectLockStatus(models.TextChoices):
+    """How far a hold's S3 Object Lock mirror has got (``LegalHold.object_lock_status``)."""
+
+    # Nothing to mirror: RETENTION_OBJECT_LOCK_HOLDS is empty, or a hold on a host row.
+    NONE = "", "Not mirrored"
+    APPLYING = "applying", "Applying"
+    APPLIED = "applied", "Applied"
+    RELEASING = "releasing", "Releasing"
+    RELEASED = "released", "Released"
+    FAILED = "failed", "Failed"
+
+
 class HoldQuerySet(models.QuerySet["LegalHold"]):
     def active(self) -> HoldQuerySet:
         return self.filter(released_at__isnull=True)
@@ -97,6 +109,11 @@ class LegalHold(models.Model):
     object_lock_error = models.TextField(blank=True, default="", db_default="")
 
     objects = HoldQuerySet.as_manager()
+
+    # Not a column: set by ``legal_hold_place`` on the hold it returns, the
+    # records it covers that were past their re-check at that moment (their
+    # deletion goes on; their events say the hold came after). 0 when loaded.
+    in_flight: int = 0
 
     class Meta:
         ordering = ["-placed_at"]

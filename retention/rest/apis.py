@@ -21,6 +21,7 @@ from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from retention.anchoring.signing import ALGORITHM
 from retention.conf import settings
 from retention.models import (
     DeletionEvent,
@@ -33,6 +34,7 @@ from retention.rest.csv import CSVStreamMixin, CSVStreamRenderer, stream_csv
 from retention.rest.pagination import ReceiptCursorPagination, page_serializer
 from retention.rest.schema import error_responses
 from retention.rest.views import TenantApiView
+from retention.selectors.anchors import signing_key
 from retention.selectors.evidence import batch_leaves, chain_head, receipt_for
 from retention.selectors.tenant import (
     RECEIPT_FIELDS,
@@ -288,6 +290,34 @@ class ChainHeadApi(TenantApiView):
         filters.is_valid(raise_exception=True)
         head = chain_head(from_seq=filters.validated_data.get("from_seq", 0))
         return Response(self.OutputSerializer(head).data)
+
+
+class ChainKeyApi(TenantApiView):
+    """The public key that signs anchored chain heads; 404 while none is configured."""
+
+    class OutputSerializer(serializers.Serializer[Any]):
+        algorithm = serializers.CharField(help_text="Always `Ed25519`.")
+        key_id = serializers.CharField(help_text="First 16 hex digits of SHA-256 of the key.")
+        public_key = serializers.CharField(help_text="The raw 32-byte public key, base64.")
+
+        class Meta:
+            ref_name = "ChainSigningKey"
+
+    @extend_schema(
+        operation_id="deletions_chain_key",
+        summary="The public key of signed chain heads, for offline verification",
+        description="`python -m retention.receipts verify ... --signed-head FILE --public-key "
+        "KEY` checks a signed head with it. Compare the `key_id` with one you got out of band.",
+        responses={200: OutputSerializer, **error_responses(400, 401, 404, 429)},
+        tags=["deletions"],
+    )
+    def get(self, request: Request) -> Response:
+        QueryFilterSerializer(data=request.query_params.dict()).is_valid(raise_exception=True)
+        signer = signing_key()
+        if signer is None:
+            raise NotFound("No signing key is configured: chain heads are not signed.")
+        key = {"algorithm": ALGORITHM, "key_id": signer.key_id, "public_key": signer.public_key_b64}
+        return Response(self.OutputSerializer(key).data)
 
 
 class OverdueRecordSerializer(serializers.Serializer[Any]):

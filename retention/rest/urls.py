@@ -16,6 +16,7 @@ urlpatterns: list[URLPattern] = []
 if apps.is_installed("retention.rest"):
     from retention.rest.apis import (
         ChainHeadApi,
+        ChainKeyApi,
         DeletionListApi,
         DeletionReceiptApi,
         DeletionReportApi,
@@ -26,6 +27,7 @@ if apps.is_installed("retention.rest"):
         path("deletions/", DeletionListApi.as_view(), name="deletion-list"),
         path("deletions/report/", DeletionReportApi.as_view(), name="deletion-report"),
         path("deletions/chain/", ChainHeadApi.as_view(), name="deletion-chain"),
+        path("deletions/chain/key/", ChainKeyApi.as_view(), name="deletion-chain-key"),
         path(
             "deletions/<str:receipt_id>/receipt/",
             DeletionReceiptApi.as_view(),

@@ -20,6 +20,7 @@ from django.db.models.functions import Coalesce, TruncDate
 
 from retention.conf import settings
 from retention.models import (
+    BreakerTrip,
     DataClassMode,
     DeletionEvent,
     EventOutcome,
@@ -32,6 +33,7 @@ from retention.models import (
     RunMode,
     RunStatus,
 )
+from retention.selectors.breaker import breaker_trip_open
 from retention.selectors.holds import held_q
 from retention.selectors.policies import VERSION_RULE_FIELDS, version_in_force
 from retention.selectors.runs import run_last
@@ -234,6 +236,8 @@ class ClassHealth:
     retrying: int
     last_success: Run | None
     last_dry_run: Run | None
+    # The volume breaker's trip holding the class for review, if any.
+    breaker: BreakerTrip | None = None
 
     @property
     def enforced(self) -> bool:
@@ -262,6 +266,10 @@ class Dashboard:
     @property
     def late_classes(self) -> list[ClassHealth]:
         return [c for c in self.classes if c.late]
+
+    @property
+    def tripped_classes(self) -> list[ClassHealth]:
+        return [c for c in self.classes if c.breaker is not None]
 
 
 def class_health(policy: Policy, *, now: datetime) -> ClassHealth:
@@ -308,6 +316,7 @@ def class_health(policy: Policy, *, now: datetime) -> ClassHealth:
         last_dry_run=run_last(
             policy.data_class, mode=RunMode.DRY_RUN, statuses=[RunStatus.FINISHED]
         ),
+        breaker=breaker_trip_open(policy.data_class),
     )
 
 

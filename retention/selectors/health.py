@@ -4,7 +4,8 @@ The figures are the dashboard's (``class_health``), so the command, the
 metrics and the admin agree on what is backlog and what is late. What this
 module adds is the verdict: which promises are broken, and why. The last
 reconciliation of each store rides along (``reconcile_health``): a reappeared
-object not deleted again within the promise breaks its class's promise too.
+object not deleted again within the promise breaks its class's promise too,
+as does an open trip of the volume breaker (its backlog waits for a person).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from django.db.models import Count
 
 from retention.conf import settings
 from retention.models import (
+    BreakerTrip,
     KillSwitch,
     Policy,
     RecordState,
@@ -41,6 +43,7 @@ OVERDUE = "overdue"  # an eligible record expired longer ago than the promise
 FAILED_FOR_REVIEW = "failed_for_review"  # rows the engine gave up on: a human must act
 NO_RECENT_SUCCESS = "no_recent_success"  # a backlog, and no full sweep within the promise
 REAPPEARED_NOT_DELETED = "reappeared_not_deleted"  # reappeared longer ago than the promise
+BREAKER_TRIPPED = "breaker_tripped"  # the volume breaker holds the class for review
 
 
 def last_full_sweep(data_class: str) -> Run | None:
@@ -110,6 +113,8 @@ def _verdict(
         reasons.append(NO_RECENT_SUCCESS)
     if reappeared is not None:
         reasons.append(REAPPEARED_NOT_DELETED)
+    if health.breaker is not None:
+        reasons.append(BREAKER_TRIPPED)
     return tuple(reasons)
 
 
@@ -162,6 +167,18 @@ def _seconds(value: timedelta | None) -> int | None:
     return int(value.total_seconds()) if value is not None else None
 
 
+def _trip_as_json(trip: BreakerTrip | None) -> dict[str, Any] | None:
+    if trip is None:
+        return None
+    return {
+        "trip_id": trip.pk,
+        "limit": trip.limit,
+        "tripped_at": _rfc3339(trip.tripped_at),
+        "run_id": str(trip.run_id) if trip.run_id else None,
+        "about_to_delete": (trip.figures or {}).get("about_to_delete"),
+    }
+
+
 def lag_check_as_json(check: LagCheck) -> dict[str, Any]:
     """The stable JSON form of ``retention_check --json``."""
     return {
@@ -190,6 +207,7 @@ def lag_check_as_json(check: LagCheck) -> dict[str, Any]:
                 "last_success_run_id": (
                     str(c.health.last_success.pk) if c.health.last_success else None
                 ),
+                "breaker_trip": _trip_as_json(c.health.breaker),
             }
             for c in check.classes
         ],

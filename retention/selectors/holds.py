@@ -15,9 +15,9 @@ from functools import reduce
 from operator import or_
 from typing import Any, TypeVar
 
-from django.db.models import Q
+from django.db.models import OuterRef, Q, Subquery
 
-from retention.models import LegalHold, RetentionRecord
+from retention.models import LegalHold, RecordState, RetentionRecord
 
 # A page's row: (pk, time, tenant), as the row engine reads them.
 RowT = TypeVar("RowT", bound=tuple[Any, ...])
@@ -41,6 +41,51 @@ def held_record_ids(record_ids: Iterable[int]) -> set[int]:
     if not ids:
         return set()
     return set(RetentionRecord.objects.filter(id__any_of=ids).held().values_list("id", flat=True))
+
+
+def hold_in_flight(hold: LegalHold) -> int:
+    """How many records the hold covers that are past their re-check now.
+
+    Their claimer deletes them anyway (the re-check was its last look); the
+    events of their deletion say the hold came after it.
+    """
+    return (
+        RetentionRecord.objects.filter(hold.scope_q())
+        .filter(state=RecordState.DELETING, disposal_started_at__isnull=False)
+        .count()
+    )
+
+
+def holds_after_recheck(record_ids: Sequence[int], *, data_class: str) -> dict[int, int]:
+    """Of these records of ``data_class``, past their re-check, those an active hold
+    covers now: record id → the first such hold's id.
+
+    Their re-check found no hold under the row's lock, and a hold placed
+    before it would have been seen: every such hold came after it. Read
+    that way, not by comparing ``placed_at`` with ``disposal_started_at``,
+    the answer does not depend on two hosts' clocks agreeing. One query on
+    the holds when none can touch the class (the usual case), one more over
+    the records otherwise.
+    """
+    if not record_ids or not LegalHold.objects.covering(data_class=data_class).exists():
+        return {}
+    first = (
+        LegalHold.objects.covering(
+            tenant_id=OuterRef("tenant_id"),
+            data_class=OuterRef("data_class"),
+            record_id=OuterRef("pk"),
+        )
+        .order_by("placed_at", "pk")
+        .values("pk")[:1]
+    )
+    return dict(
+        RetentionRecord.objects.filter(
+            id__any_of=list(record_ids), disposal_started_at__isnull=False
+        )
+        .annotate(late_hold=Subquery(first))
+        .filter(late_hold__isnull=False)
+        .values_list("id", "late_hold")
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,6 +23,10 @@ VERSION_RULE_FIELDS: tuple[str, ...] = (
     "max_attempts",
     "owner",
     "notes",
+    # The volume breaker's limits for this version; empty: the settings'.
+    "breaker_max_fraction",
+    "breaker_max_multiple",
+    "breaker_min_count",
 )
 # Rules a version may carry besides its period and lock (keyword arguments).
 RULE_FIELDS = frozenset(VERSION_RULE_FIELDS) - {"retention_period", "locked"}

@@ -1,6 +1,7 @@
 """Every write of the app outside the engine. Interfaces (admin, command, API,
 tasks) call these, and the engine's entry points in ``retention.engine``."""
 
+from retention.services.breaker import breaker_release
 from retention.services.control import (
     enforcement_disable,
     enforcement_enable,
@@ -23,6 +24,7 @@ from retention.services.records import (
 )
 
 __all__ = [
+    "breaker_release",
     "enforcement_disable",
     "enforcement_enable",
     "kill_switch_pause",

@@ -28,7 +28,8 @@ APPROVERS_GROUP = "Retention approvers"
 # Exactly what each role needs, as (app_label, codename). Authors write and
 # submit drafts; approvers approve or retire versions, switch a data class
 # between report-only and enforce, place and release holds, pause and resume,
-# and read the audit trail. Nobody gets add/change/delete on the audit models.
+# release the volume breaker, and read the audit trail. Nobody gets
+# add/change/delete on the audit models.
 GROUP_PERMISSIONS: dict[str, frozenset[str]] = {
     AUTHORS_GROUP: frozenset(
         {
@@ -57,6 +58,8 @@ GROUP_PERMISSIONS: dict[str, frozenset[str]] = {
             "change_legalhold",
             "view_killswitch",
             "change_killswitch",
+            # The volume breaker's trips; releasing one is an approval.
+            "view_breakertrip",
         }
     ),
 }

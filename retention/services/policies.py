@@ -62,6 +62,7 @@ def policy_version_validate_rules(
     attempts = rules.get("max_attempts")
     if attempts is not None and (not isinstance(attempts, int) or attempts < 1):
         raise InvalidPolicyVersion("max_attempts must be a positive integer.")
+    _validate_breaker_limits(rules)
     disposition = rules.get("disposition", Disposition.DELETE)
     if disposition not in Disposition.values:
         raise InvalidPolicyVersion(f"Unknown disposition {disposition!r}.")
@@ -77,6 +78,24 @@ def policy_version_validate_rules(
                 f"Disposition 'redact' needs field strategies: {row.label} was registered "
                 "without redact={...}."
             )
+
+
+def _validate_breaker_limits(rules: dict[str, Any]) -> None:
+    """A version's own volume breaker limits (RETENTION_BREAKER_* when empty)."""
+    fraction = rules.get("breaker_max_fraction")
+    number = int | float
+    if fraction is not None and (
+        not isinstance(fraction, number) or isinstance(fraction, bool) or not 0 < fraction <= 1
+    ):
+        raise InvalidPolicyVersion("breaker_max_fraction must be a share in (0, 1], or empty.")
+    multiple = rules.get("breaker_max_multiple")
+    if multiple is not None and (
+        not isinstance(multiple, number) or isinstance(multiple, bool) or not multiple > 0
+    ):
+        raise InvalidPolicyVersion("breaker_max_multiple must be a positive number, or empty.")
+    count = rules.get("breaker_min_count")
+    if count is not None and (not isinstance(count, int) or isinstance(count, bool) or count < 0):
+        raise InvalidPolicyVersion("breaker_min_count must be a non-negative integer, or empty.")
 
 
 def policy_version_propose(

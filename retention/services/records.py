@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from datetime import datetime, timedelta
+from functools import partial
 
 from django.conf import settings as django_settings
 from django.contrib.auth.models import AbstractBaseUser
@@ -34,6 +35,13 @@ from retention.models import (
     Run,
     RunMode,
     RunTrigger,
+)
+from retention.selectors.holds import hold_in_flight
+from retention.services.hold_mirror import (
+    hold_mirror_start,
+    hold_mirrored,
+    mirrored_storages,
+    record_lock_tracked,
 )
 from retention.services.policies import APPROVE_PERMISSION, policy_version_in_force
 from retention.storage.keys import MalformedKey, validate_object_key
@@ -73,6 +81,9 @@ def record_track(
         created_at=now,
         expires_at=now + version.retention_period,
     )
+    if storage in mirrored_storages():
+        # An active hold may already cover it: its object gets the legal hold.
+        transaction.on_commit(partial(record_lock_tracked, record=record), robust=True)
     if version.retention_period == timedelta(0):
         # Only once the host's transaction has committed: the object must
         # not be deleted for a record that is then rolled back.
@@ -159,7 +170,14 @@ def legal_hold_place(
     record: RetentionRecord | None = None,
     subject: models.Model | None = None,
 ) -> LegalHold:
-    """Place a hold; ``subject`` holds one row of a host model (and its files)."""
+    """Place a hold; ``subject`` holds one row of a host model (and its files).
+
+    The hold's ``in_flight`` says how many records it covers were past their
+    re-check at this moment: their deletion goes on, and its events say the
+    hold came after. Objects in a storage of ``RETENTION_OBJECT_LOCK_HOLDS``
+    get an Object Lock legal hold once the hold commits (``hold_mirror``):
+    here, before this returns, for up to ``SYNC_LIMIT`` of them.
+    """
     if not (reason or "").strip():
         raise InvalidHold("A legal hold needs a reason.")
     if not (tenant_id or data_class or record or subject is not None):
@@ -183,6 +201,17 @@ def legal_hold_place(
             placed_at=now,
         )
         _bump_scope(hold)
+        hold.in_flight = hold_in_flight(hold)
+        if hold_mirrored(hold):
+            transaction.on_commit(partial(hold_mirror_start, hold=hold, release=False))
+    if hold.in_flight:
+        logger.warning(
+            "%s placed while %d records it covers were past their re-check: they are deleted, "
+            "and their events say the hold came after",
+            hold,
+            hold.in_flight,
+            extra={"hold_id": hold.pk, "in_flight": hold.in_flight},
+        )
     return hold
 
 
@@ -200,6 +229,9 @@ def legal_hold_release(
         hold.release_reason = reason.strip()
         hold.save(update_fields=["released_at", "released_by", "release_reason"])
         _bump_scope(hold)
+        if hold_mirrored(hold):
+            # Only objects no other active hold covers lose their legal hold.
+            transaction.on_commit(partial(hold_mirror_start, hold=hold, release=True))
     return hold
 
 

@@ -19,8 +19,11 @@ class Outcome(enum.StrEnum):
     ABSENT = "absent"
     # Worth retrying later: timeouts, connection errors, throttling, 5xx.
     TRANSIENT = "transient"
-    # Retrying will not help: access denied, malformed key, object locked.
+    # Retrying will not help: access denied, malformed key.
     PERMANENT = "permanent"
+    # The store itself refused: the object is under an Object Lock (a legal
+    # hold or a retention period). Held, not failed: kept, and skipped.
+    LOCKED = "locked"
 
 
 @dataclass(frozen=True, slots=True)

@@ -54,7 +54,14 @@ MAX_CHUNK_SIZE = 1000
 
 # Everything a request can raise that says something about the request.
 REQUEST_ERRORS = (ClientError, BotoCoreError, ResponseParserError)
-_RANK = {Outcome.ABSENT: 0, Outcome.DELETED: 1, Outcome.TRANSIENT: 2, Outcome.PERMANENT: 3}
+# A key's outcome is its worst version's: one locked version keeps the object.
+_RANK = {
+    Outcome.ABSENT: 0,
+    Outcome.DELETED: 1,
+    Outcome.TRANSIENT: 2,
+    Outcome.LOCKED: 3,
+    Outcome.PERMANENT: 4,
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -328,7 +335,9 @@ class S3Adapter:
             message = scrub(error.get("Message", ""), failed.key, failed.s3_key)
             yield (
                 failed,
-                Failure(key_error_outcome(code), f"{code}: {message}", code in THROTTLE_CODES),
+                Failure(
+                    key_error_outcome(code, message), f"{code}: {message}", code in THROTTLE_CODES
+                ),
             )
         for versions in pending.values():
             for unanswered in versions.values():

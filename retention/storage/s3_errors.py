@@ -64,6 +64,10 @@ UNAVAILABLE_CODES = frozenset(
         "AuthorizationHeaderMalformed",
     }
 )
+# A version under Object Lock (legal hold or retention) refused in a
+# DeleteObjects answer: S3 and moto say AccessDenied "Access Denied because
+# object protected by object lock."; a bare AccessDenied is a permission.
+LOCKED_MESSAGE = "object lock"
 # Connection refused or reset, timeouts, truncated or garbled answers (a
 # proxy's HTML error page, a connection cut mid-body).
 NETWORK_ERRORS = (BotoConnectionError, HTTPClientError, IncompleteReadError, ResponseParserError)
@@ -87,7 +91,9 @@ def error_parts(exc: ClientError) -> tuple[str, int | None, str]:
     return str(error.get("Code", "")), status, str(error.get("Message", ""))
 
 
-def key_error_outcome(code: str) -> Outcome:
+def key_error_outcome(code: str, message: str = "") -> Outcome:
+    if code == "AccessDenied" and LOCKED_MESSAGE in message.lower():
+        return Outcome.LOCKED
     if code in ABSENT_CODES:
         return Outcome.ABSENT
     if code in TRANSIENT_CODES:

@@ -52,6 +52,7 @@ def test_setup_groups__creates_both_groups_with_exactly_their_permissions():
         "retention.change_legalhold",
         "retention.view_killswitch",
         "retention.change_killswitch",
+        "retention.view_breakertrip",
     }
     # Authors can never approve; nobody may edit the audit trail.
     assert "retention.approve_policyversion" not in _perms(AUTHORS_GROUP)

@@ -7,8 +7,8 @@ from datetime import timedelta
 import pytest
 from django.urls import reverse
 
-from retention import services
-from retention.models import LegalHold
+from retention import engine, services
+from retention.models import LegalHold, RunMode
 from tests.admin.conftest import messages_of
 from tests.helpers import put_tracked
 
@@ -121,3 +121,55 @@ def test_hold_page__is_read_only_and_shows_what_it_protects(records, approver, b
     assert post.status_code == 403
     hold.refresh_from_db()
     assert hold.reason == "case"
+
+
+@pytest.mark.parametrize(
+    ("fields", "shown"),
+    [
+        ({}, "not mirrored"),
+        (
+            {"object_lock_status": "applying", "object_lock_done": 350, "object_lock_total": 1200},
+            "being set: 350 of 1,200 objects",
+        ),
+        (
+            {"object_lock_status": "applied", "object_lock_done": 1200, "object_lock_total": 1200},
+            "set on 1,200 objects in the store",
+        ),
+        (
+            {
+                "object_lock_status": "failed",
+                "object_lock_done": 500,
+                "object_lock_total": 1200,
+                "object_lock_error": "3 object(s) could not be locked; the last error: "
+                "InvalidRequest: Bucket is missing ObjectLockConfiguration",
+            },
+            "failed after 500 of 1,200 objects: 3 object(s) could not be locked; the last "
+            "error: InvalidRequest: Bucket is missing ObjectLockConfiguration",
+        ),
+    ],
+)
+def test_hold_page__shows_the_object_lock_mirror_progress_and_its_error(
+    records, approver, bob_client, now, fields, shown
+):
+    hold = services.legal_hold_place(reason="case", placed_by=approver, tenant_id="acme", now=now)
+    LegalHold.objects.filter(pk=hold.pk).update(**fields)
+
+    page = bob_client.get(reverse("admin:retention_legalhold_change", args=[hold.pk]))
+
+    assert "Object Lock legal holds" in page.content.decode()
+    assert shown in page.content.decode()
+
+
+def test_place__says_how_many_covered_records_were_already_being_deleted(records, bob_client, now):
+    run = engine.run_start(mode=RunMode.ENFORCE, now=now)
+    claim = engine.records_claim(
+        run=run, data_class="idv.photo", limit=10, now=now, start_disposal=True
+    )
+    assert {item.tenant_id for item in claim.items} == {"acme", "globex"}
+
+    response = _place(bob_client, tenant_id="acme", reason="Case 2026-115")
+
+    assert (
+        "1 of the records it covers were already being deleted (past their last check): they "
+        "are deleted, and their events say the hold came after."
+    ) in messages_of(response)

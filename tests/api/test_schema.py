@@ -25,6 +25,7 @@ from hypothesis import settings as hypothesis_settings
 from schemathesis import GenerationMode
 
 from config.wsgi import application
+from tests.anchoring.helpers import new_key
 from uploads.services import upload_create
 
 pytestmark = pytest.mark.django_db
@@ -33,6 +34,7 @@ OPERATIONS = {
     ("GET", "/api/v1/deletions/"),
     ("GET", "/api/v1/deletions/report/"),
     ("GET", "/api/v1/deletions/chain/"),
+    ("GET", "/api/v1/deletions/chain/key/"),
     ("GET", "/api/v1/deletions/{receipt_id}/receipt/"),
     ("POST", "/api/v1/runs/"),
     ("GET", "/api/v1/runs/{run_id}/"),
@@ -99,8 +101,9 @@ def same_connection() -> Iterator[None]:
 
 
 def test_schemathesis__no_server_errors_and_every_response_conforms(
-    same_connection, acme, deleted_records, make_policy, capsys
+    same_connection, acme, deleted_records, make_policy, capsys, settings
 ):
+    settings.RETENTION_SIGNING_KEY = new_key()[0]  # the key endpoint answers 200
     deleted_records({"acme": 3, "globex": 2})
     deleted_records({"acme": 1}, data_class="pod.scan")
     upload = upload_create(

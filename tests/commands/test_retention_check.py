@@ -37,6 +37,7 @@ CLASS_KEYS = {
     "last_success_at",
     "last_success_age_seconds",
     "last_success_run_id",
+    "breaker_trip",
 }
 
 
@@ -245,6 +246,7 @@ def test_check__json_schema(expiring, make_policy):
         "last_success_at": "2026-03-14T13:00:00Z",
         "last_success_age_seconds": 23 * 3600 + 60,
         "last_success_run_id": str(expiring["sweep"].pk),
+        "breaker_trip": None,
     }
 
 

@@ -340,7 +340,7 @@ def test_delete_many__erasure_on_unversioned_bucket_deletes_the_object(
     assert versions_of(s3_client, s3_bucket, "plain.txt") == []
 
 
-def test_delete_many__access_denied_per_key_is_permanent(
+def test_delete_many__object_lock_refusal_per_key_is_locked_not_permanent(
     s3_client: Any, s3_object_lock_bucket: str
 ) -> None:
     bucket = s3_object_lock_bucket
@@ -353,15 +353,18 @@ def test_delete_many__access_denied_per_key_is_permanent(
 
     results = adapter.delete_many(["held.jpg", "free.jpg"], erase_versions=True)
 
-    assert results["held.jpg"].outcome is Outcome.PERMANENT
-    assert results["held.jpg"].reason.startswith("AccessDenied: ")
+    assert results["held.jpg"].outcome is Outcome.LOCKED
+    # What moto (and S3) answer for a version under a legal hold, per key.
+    assert results["held.jpg"].reason == (
+        "AccessDenied: Access Denied because object protected by object lock."
+    )
     assert "held.jpg" not in results["held.jpg"].reason
     assert results["free.jpg"].outcome is Outcome.DELETED
     assert versions_of(s3_client, bucket, "held.jpg") == [held["VersionId"]]
     assert versions_of(s3_client, bucket, "free.jpg") == []
 
 
-def test_delete_many__one_held_version_makes_the_key_permanent(
+def test_delete_many__one_held_version_makes_the_key_locked(
     s3_client: Any, s3_object_lock_bucket: str
 ) -> None:
     bucket = s3_object_lock_bucket
@@ -374,7 +377,7 @@ def test_delete_many__one_held_version_makes_the_key_permanent(
 
     results = adapter.delete_many(["doc.pdf"], erase_versions=True)
 
-    assert results["doc.pdf"].outcome is Outcome.PERMANENT
+    assert results["doc.pdf"].outcome is Outcome.LOCKED
     assert versions_of(s3_client, bucket, "doc.pdf") == [held["VersionId"]]
 
 

@@ -13,7 +13,9 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
+from retention.selectors.breaker import trip_summary
 from retention.selectors.health import (
+    BREAKER_TRIPPED,
     FAILED_FOR_REVIEW,
     NO_RECENT_SUCCESS,
     OVERDUE,
@@ -30,6 +32,7 @@ REASONS = {
     FAILED_FOR_REVIEW: "failures waiting for review",
     NO_RECENT_SUCCESS: "no successful run",
     REAPPEARED_NOT_DELETED: "reappeared objects not deleted again",
+    BREAKER_TRIPPED: "held by the volume breaker for review",
 }
 
 
@@ -76,6 +79,12 @@ def _class_lines(check: ClassCheck, promise: timedelta) -> list[str]:
         )
     else:
         lines.append("  last successful run: never")
+    if h.breaker is not None:
+        lines.append(
+            f"  volume breaker tripped {_when(h.breaker.tripped_at)} (trip {h.breaker.pk}): "
+            f"{trip_summary(h.breaker.limit, h.breaker.figures or {})}; nothing of it is "
+            "deleted until an approver releases it"
+        )
     if check.reappeared is not None:
         since = check.now - check.reappeared.oldest_reappeared_at
         lines.append(

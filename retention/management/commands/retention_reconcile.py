@@ -108,6 +108,11 @@ class Command(BaseCommand):
         for alias, counts in (report.get("storages") or {}).items():
             figures = ", ".join(f"{name} {counts.get(name, 0)}" for name in COUNTS)
             self.stdout.write(f"  {alias}: {figures}")
+            if "legal_hold_mismatch" in counts:
+                self.stdout.write(
+                    f"    Object Lock legal holds: mismatch {counts['legal_hold_mismatch']}, "
+                    f"unchecked {counts.get('legal_hold_unchecked', 0)} (reported only)"
+                )
             skipped = (report.get("not_adopted") or {}).get(alias)
             if skipped:
                 reasons = ", ".join(f"{name} {n}" for name, n in sorted(skipped.items()))

@@ -1,4 +1,5 @@
-"""Verify the hash chain of deletion events (SPEC §3.1), or the runs' counts against them."""
+"""Verify the hash chain of deletion events (SPEC §3.1) and its anchored heads, or the
+runs' counts against the events."""
 
 from __future__ import annotations
 
@@ -9,6 +10,10 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils.dateparse import parse_datetime
 
+from retention.anchoring.signing import AnchorError, key_id, public_key_load
+from retention.anchoring.stores import AnchorStore, AnchorStoreError, anchor_store
+from retention.conf import settings
+from retention.selectors.anchors import anchors_check, signing_key
 from retention.selectors.evidence import VerifyResult, chain_head, chain_verify
 from retention.selectors.run_audit import runs_audit
 
@@ -44,6 +49,20 @@ class Command(BaseCommand):
             action="store_true",
             help="Instead of the chain, check that every closed run's counts equal its events.",
         )
+        parser.add_argument(
+            "--anchors",
+            action="store_true",
+            help="Also check the chain against every head anchored in RETENTION_EVIDENCE_ANCHOR: "
+            "names a rollback (the database is behind an anchor) or a rewrite.",
+        )
+        parser.add_argument(
+            "--public-key",
+            action="append",
+            default=[],
+            metavar="BASE64",
+            help="With --anchors: trust this public key as well (heads signed before a key "
+            "rotation); repeatable.",
+        )
 
     def handle(
         self,
@@ -53,16 +72,28 @@ class Command(BaseCommand):
         export_head: str | None,
         from_seq: int,
         runs: bool,
+        anchors: bool = False,
+        public_key: list[str] | None = None,
         **options: Any,
     ) -> None:
         if runs:
-            if since or until or export_head:
+            if since or until or export_head or anchors or public_key:
                 raise CommandError(
-                    "--runs checks every closed run; --since, --until and --export-head "
-                    "go with the chain check."
+                    "--runs checks every closed run; --since, --until, --export-head, "
+                    "--anchors and --public-key go with the chain check."
                 )
             self._runs()
             return
+        if public_key and not anchors:
+            raise CommandError("--public-key goes with --anchors.")
+        if anchors and (since or until):
+            raise CommandError(
+                "--anchors compares every anchor with the whole chain; --since and --until "
+                "go without it."
+            )
+        # Settings and keys first: a missing store should not wait for the whole chain walk.
+        inputs = self._anchor_inputs(public_key or []) if anchors else None
+        problems: list[str] = []
         result: VerifyResult | None = None
         for item in chain_verify(since=since, until=until):
             if isinstance(item, str):
@@ -80,20 +111,69 @@ class Command(BaseCommand):
             f"Checked {scope}: {result.batches} batches, {result.events} events ({span})."
         )
         if not result.ok:
-            raise CommandError(f"chain broken: {result.broken}")
-        self.stdout.write("Chain intact.")
+            if not anchors:
+                raise CommandError(f"chain broken: {result.broken}")
+            problems.append(f"chain broken: {result.broken}")
+        else:
+            self.stdout.write("Chain intact.")
+        if inputs is not None:
+            problems.extend(self._anchors(*inputs))
+        if problems:
+            for problem in problems:
+                self.stderr.write(problem)
+            more = f" (and {len(problems) - 3} more, above)" if len(problems) > 3 else ""
+            raise CommandError("; ".join(problems[:3]) + more)
         if export_head:
             with open(export_head, "w", encoding="utf-8") as fh:
                 json.dump(chain_head(from_seq=from_seq), fh, indent=1)
             self.stdout.write(f"Wrote the chain head to {export_head}.")
 
+    def _anchor_inputs(self, extra_keys: list[str]) -> tuple[AnchorStore, dict[str, bytes]]:
+        """The anchor store and the trusted public keys, by key id."""
+        try:
+            store = anchor_store(settings.EVIDENCE_ANCHOR)
+        except ValueError as exc:
+            raise CommandError(f"RETENTION_EVIDENCE_ANCHOR cannot be read: {exc}") from None
+        if store is None:
+            raise CommandError("--anchors needs RETENTION_EVIDENCE_ANCHOR: no anchor store is set.")
+        trusted: dict[str, bytes] = {}
+        signer = signing_key()
+        if signer is not None:
+            trusted[signer.key_id] = signer.public_key
+        for value in extra_keys:
+            try:
+                raw = public_key_load(value)
+            except AnchorError as exc:
+                raise CommandError(f"--public-key: {exc}") from None
+            trusted[key_id(raw)] = raw
+        if not trusted:
+            raise CommandError(
+                "--anchors needs a public key to check signatures: set RETENTION_SIGNING_KEY "
+                "or pass --public-key."
+            )
+        return store, trusted
+
+    def _anchors(self, store: AnchorStore, trusted: dict[str, bytes]) -> list[str]:
+        """Compare every anchored head with the chain; the problems found."""
+        try:
+            check = anchors_check(store=store, public_keys=trusted)
+        except AnchorStoreError as exc:
+            raise CommandError(f"cannot read the anchors: {exc}") from None
+        if check.first_seq is not None:
+            span = f"batches {check.first_seq}..{check.last_seq}"
+        else:
+            span = "none trusted" if check.anchors else "none yet"
+        self.stdout.write(
+            f"Checked {check.anchors} anchored heads in {check.store} ({span}) against the "
+            f"chain head at batch {check.head_seq}, with key(s) {', '.join(sorted(trusted))}."
+        )
+        if check.ok:
+            self.stdout.write("Anchors agree with the chain.")
+        return check.problems
+
     def _runs(self) -> None:
         audit = runs_audit()
-        skipped = (
-            f" ({audit.not_checked} not checked: still running)"
-            if audit.not_checked
-            else ""
-        )
+        skipped = f" ({audit.not_checked} not checked: still running)" if audit.not_checked else ""
         runs = f"{audit.checked} run{'' if audit.checked == 1 else 's'}"
         self.stdout.write(f"Checked {runs} against their events{skipped}.")
         if audit.disagreement is not None:

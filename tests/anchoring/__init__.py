@@ -1,0 +1,1 @@
+"""Tests of chain heads signed and anchored outside the database (issue 17, point 4)."""

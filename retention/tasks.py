@@ -16,7 +16,7 @@ from django.utils import timezone
 from retention import engine
 from retention.models import RunTrigger
 from retention.services.anchors import chain_anchor_due
-from retention.services.hold_mirror import hold_mirror_continue
+from retention.services.hold_mirror import hold_mirror_continue, hold_mirrors_resume
 
 
 def run_scheduled(**_schedule: Any) -> str | None:
@@ -32,11 +32,13 @@ def reconcile_scheduled(**_schedule: Any) -> str:
 
 
 def runs_resume() -> int:
-    """The watchdog: advance queued runs that no batch carries on any more, and
-    anchor the chain head when it moved and RETENTION_ANCHOR_INTERVAL has passed."""
+    """The watchdog: advance queued runs that no batch carries on any more,
+    anchor the chain head when it moved and RETENTION_ANCHOR_INTERVAL has
+    passed, and publish again the Object Lock mirrors of holds that stalled."""
     now = timezone.now()
     resumed = len(engine.runs_resume_stalled(now=now))
     chain_anchor_due(now=now)
+    hold_mirrors_resume(now=now)
     return resumed
 
 

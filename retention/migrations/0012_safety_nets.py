@@ -44,6 +44,21 @@ class Migration(migrations.Migration):
             field=models.PositiveIntegerField(db_default=0, default=0),
         ),
         migrations.AddField(
+            model_name='legalhold',
+            name='object_lock_after',
+            field=models.PositiveBigIntegerField(db_default=0, default=0),
+        ),
+        migrations.AddField(
+            model_name='legalhold',
+            name='object_lock_failed',
+            field=models.PositiveIntegerField(db_default=0, default=0),
+        ),
+        migrations.AddField(
+            model_name='legalhold',
+            name='object_lock_moved_at',
+            field=models.DateTimeField(blank=True, null=True),
+        ),
+        migrations.AddField(
             model_name='policyversion',
             name='breaker_max_fraction',
             field=models.FloatField(blank=True, null=True),

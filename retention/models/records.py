@@ -107,6 +107,11 @@ class LegalHold(models.Model):
     object_lock_total = models.PositiveIntegerField(default=0, db_default=0)
     object_lock_done = models.PositiveIntegerField(default=0, db_default=0)
     object_lock_error = models.TextField(blank=True, default="", db_default="")
+    # Where a queued mirror goes on (the last record id done, the objects that
+    # failed) and when it last moved: the watchdog re-arms one that stalled.
+    object_lock_after = models.PositiveBigIntegerField(default=0, db_default=0)
+    object_lock_failed = models.PositiveIntegerField(default=0, db_default=0)
+    object_lock_moved_at = models.DateTimeField(null=True, blank=True)
 
     objects = HoldQuerySet.as_manager()
 

@@ -24,9 +24,11 @@ import logging
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from django.db.models import QuerySet
+from django.utils import timezone
 
 from retention.conf import settings
 from retention.models import LegalHold, ObjectLockStatus, RecordState, RetentionRecord
@@ -46,6 +48,9 @@ HOLD_MIRROR_TASK = "retention.tasks.hold_mirror"
 # Records whose object may still be in the store.
 LIVE = (RecordState.ACTIVE, RecordState.DELETING, RecordState.FAILED)
 LOCK_FIELDS = ("object_lock_status", "object_lock_total", "object_lock_done", "object_lock_error")
+# A queued mirror that has not moved for this long lost its task (a broker
+# that does not redeliver, e.g. Redis): the watchdog publishes it again.
+STALLED_AFTER = timedelta(minutes=5)
 
 Publish = Callable[["MirrorStep"], None]
 
@@ -111,6 +116,9 @@ def hold_mirror_start(*, hold: LegalHold, release: bool, publish: Publish | None
         object_lock_total=total,
         object_lock_done=0,
         object_lock_error="",
+        object_lock_after=0,
+        object_lock_failed=0,
+        object_lock_moved_at=timezone.now(),
     )
     try:
         if total <= SYNC_LIMIT:
@@ -155,7 +163,13 @@ def hold_mirror_batch(*, step: MirrorStep) -> MirrorStep | None:
     failures, reason = _mirror(rows, hold_id=hold.pk, release=step.release)
     done, failed = step.done + len(rows), step.failed + failures
     last = len(rows) < BATCH_SIZE
-    fields: dict[str, Any] = {"object_lock_done": done}
+    fields: dict[str, Any] = {
+        "object_lock_done": done,
+        "object_lock_failed": failed,
+        "object_lock_moved_at": timezone.now(),
+    }
+    if rows:
+        fields["object_lock_after"] = rows[-1][0]
     if reason:
         verb = "unlocked" if step.release else "locked"
         fields["object_lock_error"] = (
@@ -248,6 +262,48 @@ def record_lock_tracked(*, record: RetentionRecord) -> None:
             problem,
             extra={"record_id": record.pk, "storage": record.storage},
         )
+
+
+def hold_mirrors_resume(*, now: datetime, publish: Publish | None = None) -> int:
+    """The watchdog: publish again each mirror that stalled; return how many.
+
+    The step is the hold's own progress, so the lost task's delivery, should
+    it come after all, finds the hold moved on and does nothing. The
+    conditional update lets one watchdog publish it, however many run.
+    """
+    resumed = 0
+    stalled = LegalHold.objects.filter(
+        object_lock_status__in=[ObjectLockStatus.APPLYING, ObjectLockStatus.RELEASING],
+        object_lock_moved_at__lt=now - STALLED_AFTER,
+    ).values_list(
+        "pk",
+        "object_lock_status",
+        "object_lock_after",
+        "object_lock_done",
+        "object_lock_failed",
+        "object_lock_moved_at",
+    )
+    for pk, status, after, done, failed, moved_at in stalled:
+        claimed = LegalHold.objects.filter(
+            pk=pk, object_lock_status=status, object_lock_moved_at=moved_at
+        ).update(object_lock_moved_at=now)
+        if not claimed:
+            continue
+        step = MirrorStep(
+            pk, status == ObjectLockStatus.RELEASING, after=after, done=done, failed=failed
+        )
+        logger.warning(
+            "the Object Lock mirror of hold %s stalled at %d objects; published again",
+            pk,
+            done,
+            extra={"hold_id": pk},
+        )
+        try:
+            (publish or _publish)(step)
+        except Exception as exc:
+            _fail(step, exc)
+        resumed += 1
+    return resumed
 
 
 def _publish(step: MirrorStep) -> None:

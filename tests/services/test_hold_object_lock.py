@@ -124,6 +124,41 @@ def test_place_hold__a_larger_scope_goes_in_paced_batches_through_the_queue(
     assert [legal_hold(s3_client, locked, key) for key in keys] == ["ON"] * 5
 
 
+def test_watchdog__publishes_a_stalled_mirror_again_from_where_it_stopped(
+    make_policy, now, approver, locked, s3_client, monkeypatch
+):
+    from django.utils import timezone
+
+    monkeypatch.setattr(hold_mirror, "SYNC_LIMIT", 3)
+    monkeypatch.setattr(hold_mirror, "BATCH_SIZE", 2)
+    published: list[dict[str, Any]] = []
+    monkeypatch.setattr(hold_mirror, "_publish", lambda step: published.append(step_payload(step)))
+    make_policy()
+    keys = [track(s3_client, locked, f"acme/{n}.jpg", now=now).object_key for n in range(5)]
+    hold = api.place_hold(reason="Case 9", placed_by=approver, tenant_id="acme", now=now)
+    tasks.hold_mirror(published.pop())
+    lost = published.pop()  # the broker (Redis) lost the second batch
+    moved = timezone.now()
+
+    # Not stalled yet: nothing is published again.
+    assert hold_mirror.hold_mirrors_resume(now=moved + timedelta(minutes=1)) == 0
+    later = moved + hold_mirror.STALLED_AFTER + timedelta(seconds=1)
+    assert hold_mirror.hold_mirrors_resume(now=later) == 1
+    assert hold_mirror.hold_mirrors_resume(now=later) == 0  # once, however many watchdogs
+    resumed = published.pop()
+    assert resumed == lost
+
+    while published or resumed:
+        tasks.hold_mirror(resumed or published.pop())
+        resumed = None
+    hold.refresh_from_db()
+    assert (hold.object_lock_status, hold.object_lock_done) == (ObjectLockStatus.APPLIED, 5)
+    assert [legal_hold(s3_client, locked, key) for key in keys] == ["ON"] * 5
+    # The lost delivery, should it come after all, does nothing.
+    assert tasks.hold_mirror(lost) == lost["done"]
+    assert LegalHold.objects.get(pk=hold.pk).object_lock_done == 5
+
+
 def step_payload(step: hold_mirror.MirrorStep) -> dict[str, Any]:
     return {
         "hold_id": step.hold_id,

@@ -126,7 +126,7 @@ def batch_dispose(
     overlap = Overlap(clock, lambda _claim, page: outcome.counts.update(page.counts))
     try:
         # Only a redelivery can find rows leased to this batch's token.
-        claim = _claimed_before(run, token) if batch.deliveries else None
+        claim = _claimed_before(run, batch, clock()) if batch.deliveries else None
         while True:
             if claim is None and batch.state == BatchState.QUEUED:
                 claim = _claim(run, batch, clock())
@@ -254,23 +254,33 @@ def _cursors(report: dict[str, Any]) -> Cursors:
     return cursors
 
 
-def _claimed_before(run: Run, token: uuid.UUID) -> Claim | None:
+def _claimed_before(run: Run, batch: RunBatch, now: datetime) -> Claim | None:
     """The rows an earlier delivery of this batch claimed and did not finish.
 
     Re-checked again before they are deleted (the hold or renewal may have
-    come since) and probed (the object may be gone already).
+    come since) and probed (the object may be gone already). The batch is in
+    flight again while it finishes them, under a page's lease: its lease may
+    have lapsed (it was marked expired), and the re-check renews the rows'
+    leases, so without this the run could close while their deletes are
+    still going out.
     """
     rows = (
-        RetentionRecord.objects.filter(lease_owner=token, state=RecordState.DELETING)
+        RetentionRecord.objects.filter(lease_owner=batch.token, state=RecordState.DELETING)
         .order_by("expires_at", "id")
         .values(*CLAIM_FIELDS)
     )
     items: list[ClaimedItem] = [claimed_item(row) for row in rows]
     if not items:
         return None
+    stepper = Stepper(run=run, clock=lambda: now, pages_in_flight=settings.MAX_BATCHES_IN_FLIGHT)
+    lease = stepper.page_lease_seconds(len(items), run_rules(run)[batch.data_class])
+    RunBatch.objects.filter(token=batch.token).exclude(state=BatchState.DONE).update(
+        state=BatchState.QUEUED, lease_expires_at=now + timedelta(seconds=lease)
+    )
     return Claim(
         run_id=run.pk,
-        token=token,
+        token=batch.token,
         cutoff=class_cutoff(run, items[0].data_class),
         items=tuple(items),
+        lease_seconds=lease,
     )

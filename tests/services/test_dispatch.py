@@ -265,6 +265,47 @@ def test_batch__redelivered_after_a_crash_mid_delete_probes_and_records_absent(m
     assert not any(exists(r) for r in records)
 
 
+def test_batch__redelivered_after_its_lease_lapsed_keeps_the_run_open_until_it_is_done(
+    make_policy, now, settings
+):
+    """A worker killed mid-page, its task redelivered after the batch's lease lapsed.
+
+    The redelivery re-checks the rows (renewing their leases) and deletes
+    them; an advance meanwhile (another batch finishing, the watchdog) must
+    not close the run while those deletes are still going out.
+    """
+    settings.RETENTION_LEASE_SECONDS = 30
+    make_policy(batch_size=10)
+    records = seed(3, now)
+    queue = Queue(FakeTime(now))
+    seen: list[str] = []
+
+    class Killed(ObjectDisposer):
+        def dispose(self, items: Sequence[DisposalItem], **kwargs: Any) -> Any:
+            raise ConnectionError("worker killed before the delete")
+
+    class AdvancedMeanwhile(ObjectDisposer):
+        def dispose(self, items: Sequence[DisposalItem], **kwargs: Any) -> Any:
+            engine.run_advance(run_id=run.pk, clock=queue.clock, publish=queue, guard=under_budget)
+            seen.append(Run.objects.get(pk=run.pk).status)
+            return super().dispose(items, **kwargs)
+
+    def killed_then_redelivered_late(payload: dict[str, Any]) -> None:
+        with pytest.raises(ConnectionError):
+            queue.run_batch(payload, disposer=Killed())
+        queue.clock.sleep(31)  # the batch's lease and its rows' leases lapse
+        queue.run_batch(payload, disposer=AdvancedMeanwhile())
+
+    queue.deliver = killed_then_redelivered_late
+    run = enqueue(now, queue)
+    dispatch(run, queue)
+
+    assert seen == [RunStatus.RUNNING]
+    run.refresh_from_db()
+    assert run.status == RunStatus.FINISHED
+    assert run.deleted == 3 and not any(exists(r) for r in records)
+
+
 def test_batch__lost_by_the_broker_is_claimed_again_after_its_lease(make_policy, now, settings):
     settings.RETENTION_LEASE_SECONDS = 30
     make_policy(batch_size=2)

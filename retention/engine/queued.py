@@ -35,7 +35,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from django.db import transaction
-from django.db.models import Count, QuerySet
+from django.db.models import Count, Q, QuerySet
 from django.utils import timezone
 
 from retention.conf import settings
@@ -47,9 +47,17 @@ from retention.engine.ledger import run_finish
 from retention.engine.measure import retry_next_due, run_measure
 from retention.engine.publish import BATCH_TASK, Publish, batch_publisher
 from retention.engine.row_sweep import row_class_names
-from retention.engine.rules import run_rules
+from retention.engine.rules import class_cutoff, run_rules
 from retention.engine.stepping import Clock, Monotonic, Stepper
-from retention.models import BatchState, Run, RunBatch, RunMode, RunStatus
+from retention.models import (
+    BatchState,
+    RecordState,
+    RetentionRecord,
+    Run,
+    RunBatch,
+    RunMode,
+    RunStatus,
+)
 
 if TYPE_CHECKING:
     from retention.guard import GuardReading
@@ -150,7 +158,7 @@ def run_advance(
         slots = _open_slots(run, stepper, free, now)
         if not slots and not in_flight:
             wait = stepper.retry_wait(retry_next_due(run), now)
-            if wait is None:
+            if wait is None and not _disposing(run, now):
                 return run_finish(run, RunStatus.FINISHED, "", now).status
             # Retries fall due soon: the watchdog advances the run again then.
     if not slots:
@@ -284,6 +292,26 @@ def _in_flight(run: Run, now: datetime) -> int:
         state=BatchState.EXPIRED
     )
     return batches_in_flight(now).filter(run=run).count()
+
+
+def _disposing(run: Run, now: datetime) -> bool:
+    """Whether rows of the run's classes are still under a live lease, with no batch in flight.
+
+    Only this run can hold them (one enforcing run per class). The run stays
+    open until they are done or their lease lapses (then they are claimable,
+    and the watchdog carries the run on): it never closes while deletes may
+    still be going out. Walks the due index up to each class's cutoff only.
+    """
+    due = Q()
+    for name in run.data_classes:
+        due |= Q(data_class=name, expires_at__lte=class_cutoff(run, name))
+    if not due:
+        return False
+    return (
+        RetentionRecord.objects.pending()
+        .filter(due, state=RecordState.DELETING, lease_expires_at__gt=now)
+        .exists()
+    )
 
 
 def _global_in_flight(now: datetime) -> int:

@@ -306,6 +306,37 @@ def test_batch__redelivered_after_its_lease_lapsed_keeps_the_run_open_until_it_i
     assert run.deleted == 3 and not any(exists(r) for r in records)
 
 
+def test_advance__does_not_close_a_run_while_a_row_of_it_is_under_a_live_lease(
+    make_policy, now, settings
+):
+    """A row still being disposed of, by nothing the run counts in flight: the run waits."""
+    import uuid
+
+    from retention.models import RecordState
+
+    make_policy(batch_size=10)
+    records = seed(3, now)
+    RetentionRecord.objects.filter(pk=records[0].pk).update(
+        state=RecordState.DELETING,
+        lease_owner=uuid.uuid4(),
+        lease_expires_at=now + timedelta(seconds=30),
+        disposal_started_at=now,
+    )
+    queue = Queue(FakeTime(now))
+    queue.deliver = queue.run_batch
+    run = enqueue(now, queue)
+
+    assert dispatch(run, queue) == RunStatus.RUNNING
+    run.refresh_from_db()
+    assert run.deleted == 2 and exists(records[0])
+
+    queue.clock.sleep(31)  # its lease lapses: the watchdog carries the run on
+    assert [r.pk for r in queue.watchdog()] == [run.pk]
+    run.refresh_from_db()
+    assert run.status == RunStatus.FINISHED
+    assert run.deleted == 3 and not any(exists(r) for r in records)
+
+
 def test_batch__lost_by_the_broker_is_claimed_again_after_its_lease(make_policy, now, settings):
     settings.RETENTION_LEASE_SECONDS = 30
     make_policy(batch_size=2)

@@ -39,18 +39,24 @@ def storage_alias(storage: Storage) -> str | None:
     return None
 
 
+def _file_fields(row: RowClass) -> list[tuple[FileField, str | None]]:
+    """The class's file fields, in ``row.files`` order, with their STORAGES alias."""
+    fields: list[tuple[FileField, str | None]] = []
+    for name in row.files:
+        file_field = row.model._meta.get_field(name)
+        assert isinstance(file_field, FileField)  # the checks refuse any other field
+        fields.append((file_field, storage_alias(file_field.storage)))
+    return fields
+
+
 def held_file_rows(*, row: RowClass, rows: Sequence[tuple[Any, ...]]) -> set[Any]:
     """The pks of rows (``(pk, time, tenant, *file names)``) one of whose objects is a
     tracked record under a legal hold: such an object must not go with its row."""
     wanted: set[tuple[str, str]] = set()
     by_object: dict[tuple[str, str], list[Any]] = {}
-    for name in row.files:
-        file_field = row.model._meta.get_field(name)
-        assert isinstance(file_field, FileField)
-        alias = storage_alias(file_field.storage)
+    for index, (_field, alias) in enumerate(_file_fields(row), start=3):
         if alias is None:
             continue
-        index = 3 + row.files.index(name)
         for values in rows:
             if values[index]:
                 key = (alias, str(values[index]))
@@ -75,11 +81,7 @@ def files_delete(
 ) -> set[Any]:
     """Delete the objects of these rows (``(pk, time, tenant, *file names)``); return
     the pks whose objects are all gone now."""
-    fields: list[tuple[FileField, str | None]] = []
-    for name in row.files:
-        file_field = row.model._meta.get_field(name)
-        assert isinstance(file_field, FileField)  # the checks refuse any other field
-        fields.append((file_field, storage_alias(file_field.storage)))
+    fields = _file_fields(row)
     gone: set[Any] = set()
     closed: list[tuple[str, str]] = []
     for values in rows:

@@ -308,8 +308,28 @@ def _delete_with_files(
             locked = select_page(due.filter(pk__in=[r[0] for r in page]), row, None, limit)
             ready = [r for r in locked if r[0] in gone or holds.covers(r[0], r[2])]
             _delete_locked(run, row, rules, ready, holds, result, now)
-            _files_failed(run, row, rules, [r for r in candidates if r[0] not in gone], result, now)
-            _files_held(run, row, rules, [r for r in page if r[0] in file_held], result, now)
+            _rows_kept(
+                run,
+                row,
+                rules,
+                [r for r in candidates if r[0] not in gone],
+                result,
+                now,
+                outcome=EventOutcome.FAILED,
+                count="failed",
+                reason="its objects could not be deleted; the row waits for the next run",
+            )
+            _rows_kept(
+                run,
+                row,
+                rules,
+                [r for r in page if r[0] in file_held],
+                result,
+                now,
+                outcome=EventOutcome.SKIPPED_HELD,
+                count="skipped_held",
+                reason="one of its objects is a tracked record under a legal hold",
+            )
     except CascadeViolation as exc:
         _stop_for_review(row, result, str(exc), now)
     result.cursor = (page[-1][1], page[-1][0])
@@ -317,51 +337,30 @@ def _delete_with_files(
     return result
 
 
-def _files_failed(
+def _rows_kept(
     run: Run,
     row: RowClass,
     rules: ClassRules,
     rows: Sequence[tuple[Any, ...]],
     result: RowPage,
     now: datetime,
+    *,
+    outcome: str,
+    count: str,
+    reason: str,
 ) -> None:
-    """Rows whose objects could not be deleted stay, for the next run: counted
-    as failed, with their events (inside the page)."""
+    """Rows of a page with files that stay, for the next run: counted under
+    ``count``, with their events of ``outcome`` (inside the page)."""
     if not rows:
         return
     events = RowEvents(run=run, row=row, rules=rules, now=now)
     events.add(
-        EventOutcome.FAILED,
-        [(r[0], r[1], r[2] if row.tenant_field else None) for r in rows],
-        reason="its objects could not be deleted; the row waits for the next run",
+        outcome, [(r[0], r[1], r[2] if row.tenant_field else None) for r in rows], reason=reason
     )
     events.append()
-    failed: Counter[str] = Counter(failed=len(rows))
-    run_counts_add(run.pk, failed)
-    result.counts.update(failed)
-
-
-def _files_held(
-    run: Run,
-    row: RowClass,
-    rules: ClassRules,
-    rows: Sequence[tuple[Any, ...]],
-    result: RowPage,
-    now: datetime,
-) -> None:
-    """Rows kept because one of their objects is a tracked record under a legal hold."""
-    if not rows:
-        return
-    events = RowEvents(run=run, row=row, rules=rules, now=now)
-    events.add(
-        EventOutcome.SKIPPED_HELD,
-        [(r[0], r[1], r[2] if row.tenant_field else None) for r in rows],
-        reason="one of its objects is a tracked record under a legal hold",
-    )
-    events.append()
-    held: Counter[str] = Counter(skipped_held=len(rows))
-    run_counts_add(run.pk, held)
-    result.counts.update(held)
+    kept: Counter[str] = Counter({count: len(rows)})
+    run_counts_add(run.pk, kept)
+    result.counts.update(kept)
 
 
 def _stop_for_review(row: RowClass, result: RowPage, reason: str, now: datetime) -> None:

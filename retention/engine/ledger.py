@@ -12,7 +12,7 @@ import logging
 from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, NoReturn
 
 from django.db import transaction
 from django.db.models import F
@@ -108,12 +108,12 @@ def run_start(
             deadline_at=deadline_at,
         )
     if refusal is not None:
-        _refuse(run, refusal[0], refusal[1], now)
+        run_refuse(run, refusal[0], refusal[1], now)
     if mode == RunMode.ENFORCE and run.data_classes:
         runs_abandon_stale(now)
         holder = run_leases_acquire(run, now)
         if holder is not None:
-            _refuse(
+            run_refuse(
                 run,
                 f"Another enforcing run ({holder}) holds the lease on this data class; "
                 "not starting a second sweep.",
@@ -124,7 +124,7 @@ def run_start(
             _check_storages(run)
         except StorageUnavailable as exc:
             run_leases_release(run)
-            _refuse(run, f"Storage unreachable: {exc}", "storage_unavailable", now)
+            run_refuse(run, f"Storage unreachable: {exc}", "storage_unavailable", now)
     logger.info(
         "run %s started (%s, %s) over %s",
         run.pk,
@@ -141,7 +141,8 @@ def run_start(
     return run
 
 
-def _refuse(run: Run, message: str, reason: str, now: datetime) -> None:
+def run_refuse(run: Run, message: str, reason: str, now: datetime) -> NoReturn:
+    """Close a run as ``refused`` with its reason, and raise RunRefused."""
     Run.objects.filter(pk=run.pk).update(
         status=RunStatus.REFUSED, status_reason=f"{reason}: {message}", finished_at=now
     )

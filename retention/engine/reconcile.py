@@ -16,7 +16,7 @@ import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack
 from datetime import datetime
-from typing import Any, NoReturn
+from typing import Any
 
 from django.conf import settings as django_settings
 from django.db import connection
@@ -25,9 +25,8 @@ from django.db.models.functions import Collate
 from django.db.models.lookups import GreaterThan, GreaterThanOrEqual, LessThan
 
 from retention.digest import key_digest
-from retention.engine.ledger import run_finish
+from retention.engine.ledger import run_finish, run_refuse
 from retention.engine.reconcile_act import (
-    FINDINGS,
     RECORD_FIELDS,
     Findings,
     TenantPattern,
@@ -37,6 +36,7 @@ from retention.engine.reconcile_act import (
 from retention.engine.reconcile_locks import legal_holds_compare
 from retention.exceptions import RunRefused
 from retention.models import (
+    RECONCILE_COUNTS,
     Policy,
     PolicyVersion,
     RecordState,
@@ -107,11 +107,11 @@ def reconcile_run(
         for adapter in adapters.values():
             adapter.check()
     except RunRefused as exc:
-        _refuse(run, str(exc), exc.reason, now)
+        run_refuse(run, str(exc), exc.reason, now)
     except StorageUnavailable as exc:
-        _refuse(run, f"Storage unreachable: {exc}", "storage_unavailable", now)
+        run_refuse(run, f"Storage unreachable: {exc}", "storage_unavailable", now)
     except Exception as exc:  # an unknown alias, a misconfigured storage
-        _refuse(run, f"{type(exc).__name__}: {exc}", "bad_arguments", now)
+        run_refuse(run, f"{type(exc).__name__}: {exc}", "bad_arguments", now)
 
     try:
         _reconcile(run, report, adapters, prefix, data_classes, target, pattern, dry_run, now)
@@ -144,7 +144,7 @@ def _reconcile(
     def save() -> None:
         report["storages"] = {alias: f.counts for alias, f in found.items()}
         report["counts"] = {
-            name: sum(f.counts[name] for f in found.values()) for name in (*FINDINGS, "adopted")
+            name: sum(f.counts[name] for f in found.values()) for name in RECONCILE_COUNTS
         }
         report["samples"] = {alias: f.samples for alias, f in found.items()}
         report["not_adopted"] = {
@@ -186,13 +186,6 @@ def _reconcile(
             save()
             raise ListingFailed(f"acting on the findings stopped: {exc}") from exc
     save()
-
-
-def _refuse(run: Run, message: str, reason: str, now: datetime) -> NoReturn:
-    Run.objects.filter(pk=run.pk).update(
-        status=RunStatus.REFUSED, status_reason=f"{reason}: {message}", finished_at=now
-    )
-    raise RunRefused(message, reason=reason, run_id=run.pk)
 
 
 def _storages_in_use() -> list[str]:

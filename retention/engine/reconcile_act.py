@@ -46,7 +46,6 @@ from retention.storage import MalformedKey, StorageAdapter, validate_object_key
 from retention.storage.listing import Listed, object_present
 
 RECORD_FIELDS = (*CLAIM_FIELDS, "state", "created_at")
-FINDINGS = ("orphans", "missing", "reappeared", "leftover_versions", "listed", "tracked")
 ACTED = ("missing", "reappeared", "leftover_versions")
 SAMPLE = 20
 PAGE = 500

@@ -37,6 +37,8 @@ from retention.models.records import (
 )
 from retention.models.rows import RowMark, RowSkip
 from retention.models.runs import (
+    RECONCILE_COUNTS,
+    RECONCILE_FINDINGS,
     RUN_COUNT_FIELDS,
     BatchState,
     RateGateState,
@@ -68,6 +70,8 @@ __all__ = [
     "Policy",
     "PolicyVersion",
     "PolicyVersionStatus",
+    "RECONCILE_COUNTS",
+    "RECONCILE_FINDINGS",
     "RUN_COUNT_FIELDS",
     "RateGateState",
     "RecordQuerySet",

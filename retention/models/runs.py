@@ -56,6 +56,12 @@ RUN_COUNT_FIELDS = (
 )
 
 
+# A reconciliation's counts (mode "reconcile"), kept in its report: the
+# findings, then the objects listed, the records compared, the orphans adopted.
+RECONCILE_FINDINGS = ("orphans", "missing", "reappeared", "leftover_versions")
+RECONCILE_COUNTS = (*RECONCILE_FINDINGS, "listed", "tracked", "adopted")
+
+
 class Run(models.Model):
     """The durable ledger of one sweep, written before any work starts."""
 

@@ -18,6 +18,7 @@ from django.db.models import Count
 
 from retention.conf import settings
 from retention.models import (
+    RECONCILE_COUNTS,
     BreakerTrip,
     KillSwitch,
     Policy,
@@ -30,7 +31,6 @@ from retention.models import (
 from retention.selectors.admin import ClassHealth, class_health
 from retention.selectors.control import kill_switch_engaged
 from retention.selectors.reconcile_health import (
-    RECONCILE_COUNTS,
     ReappearedOverdue,
     StorageReconciliation,
     reappeared_overdue,

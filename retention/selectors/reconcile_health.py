@@ -15,12 +15,15 @@ from typing import Any
 
 from django.db.models import Count, Min
 
-from retention.models import RecordState, RetentionRecord, Run, RunMode, RunStatus
-
-# What a reconciliation finds, as the run's report counts them (SPEC §2).
-FINDINGS = ("orphans", "missing", "reappeared", "leftover_versions")
-# The report's counts per storage: the findings, then what was compared and adopted.
-RECONCILE_COUNTS = (*FINDINGS, "listed", "tracked", "adopted")
+from retention.models import (
+    RECONCILE_COUNTS,
+    RECONCILE_FINDINGS,
+    RecordState,
+    RetentionRecord,
+    Run,
+    RunMode,
+    RunStatus,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,7 +41,7 @@ class StorageReconciliation:
 
     @property
     def findings(self) -> dict[str, int]:
-        return {name: self.counts[name] for name in FINDINGS}
+        return {name: self.counts[name] for name in RECONCILE_FINDINGS}
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,9 +10,7 @@ from django.utils import timezone
 
 from retention.engine import reconcile_run
 from retention.exceptions import RunRefused
-from retention.models import Run, RunStatus, RunTrigger
-
-COUNTS = ("orphans", "missing", "reappeared", "leftover_versions", "listed", "tracked", "adopted")
+from retention.models import RECONCILE_COUNTS, Run, RunStatus, RunTrigger
 
 
 def reconcile_as_json(run: Run) -> dict[str, Any]:
@@ -21,7 +19,7 @@ def reconcile_as_json(run: Run) -> dict[str, Any]:
         "run_id": str(run.pk),
         "mode": run.mode,
         "status": run.status,
-        "counts": {name: int(counts.get(name, 0)) for name in COUNTS},
+        "counts": {name: int(counts.get(name, 0)) for name in RECONCILE_COUNTS},
     }
 
 
@@ -106,7 +104,7 @@ class Command(BaseCommand):
         verb = "Would act on" if report.get("dry_run") else "Acted on"
         self.stdout.write(f"Reconciliation {run.pk} ({run.status}).")
         for alias, counts in (report.get("storages") or {}).items():
-            figures = ", ".join(f"{name} {counts.get(name, 0)}" for name in COUNTS)
+            figures = ", ".join(f"{name} {counts.get(name, 0)}" for name in RECONCILE_COUNTS)
             self.stdout.write(f"  {alias}: {figures}")
             if "legal_hold_mismatch" in counts:
                 self.stdout.write(

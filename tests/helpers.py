@@ -3,13 +3,26 @@
 from __future__ import annotations
 
 from datetime import datetime
+from io import StringIO
+from pathlib import Path
 from typing import Any
 
 from django.core.files.base import ContentFile
 from django.core.files.storage import storages
+from django.core.management import call_command
 
 from retention import engine, services
-from retention.models import RetentionRecord, Run, RunMode
+from retention.models import (
+    ChainHead,
+    DeletionEvent,
+    EventBatch,
+    RetentionRecord,
+    Run,
+    RunBatch,
+    RunLease,
+    RunMode,
+)
+from retention.selectors.evidence import VerifyResult, chain_verify
 
 
 def put_tracked(
@@ -58,3 +71,24 @@ def add_s3_storage(settings: Any, alias: str, endpoint_url: str, bucket: str) ->
         },
     }
     return alias
+
+
+def chain_ok() -> None:
+    """The whole hash chain verifies."""
+    (verdict,) = [item for item in chain_verify() if isinstance(item, VerifyResult)]
+    assert verdict.ok, verdict.broken
+
+
+def database_dump(path: Path) -> Path:
+    """A logical backup of the app's tables (``dumpdata``), the same on PostgreSQL and SQLite."""
+    call_command("dumpdata", "retention", output=str(path), stdout=StringIO())
+    return path
+
+
+def database_restore(path: Path) -> None:
+    """What a restore of ``database_dump`` does to the ledger: rows written since are gone."""
+    for model in (DeletionEvent, EventBatch, RunBatch, RunLease, Run):
+        model.objects.all().delete()
+    RetentionRecord.objects.all().delete()
+    ChainHead.objects.all().delete()
+    call_command("loaddata", str(path), stdout=StringIO())

@@ -19,16 +19,11 @@ from django.core.management import CommandError, call_command
 from retention.anchoring import signing
 from retention.anchoring.signing import anchor_name
 from retention.models import (
-    ChainHead,
     DeletionEvent,
     EventBatch,
-    RetentionRecord,
-    Run,
-    RunBatch,
-    RunLease,
 )
 from tests.anchoring.helpers import head, heads_in, new_key, rewrite_every_event, s3_anchor_setting
-from tests.helpers import put_tracked
+from tests.helpers import database_dump, database_restore, put_tracked
 
 pytestmark = pytest.mark.django_db
 
@@ -43,20 +38,6 @@ def refused(*args: str) -> str:
     with pytest.raises(CommandError) as excinfo:
         verify(*args)
     return str(excinfo.value)
-
-
-def _dump(path: Path) -> Path:
-    call_command("dumpdata", "retention", output=str(path), stdout=StringIO())
-    return path
-
-
-def _restore_database(path: Path) -> None:
-    """What a restore does: the rows written since the dump are gone (tests/reconcile)."""
-    for model in (DeletionEvent, EventBatch, RunBatch, RunLease, Run):
-        model.objects.all().delete()
-    RetentionRecord.objects.all().delete()
-    ChainHead.objects.all().delete()
-    call_command("loaddata", str(path), stdout=StringIO())
 
 
 @pytest.fixture
@@ -97,14 +78,14 @@ def test_anchors__a_database_restored_from_a_dump_before_a_run_is_a_rollback(
     put_tracked(key="acme/oldest", now=now - timedelta(days=90))
     anchored_run(now=now - timedelta(days=20))  # a history before the dump
     before = head().seq
-    dump = _dump(tmp_path / "before.json")
+    dump = database_dump(tmp_path / "before.json")
     for n in range(3):
         put_tracked(key=f"acme/old-{n}", now=now - timedelta(days=40))
     assert anchored_run(now=now).deleted == 3
     anchored = head().seq
     assert anchored > before and head().anchored_seq == anchored
 
-    _restore_database(dump)
+    database_restore(dump)
 
     assert head().seq == before
     out, _ = verify()  # the chain on its own: intact
@@ -120,12 +101,12 @@ def test_anchors__a_rollback_the_chain_grew_past_again_is_a_rewrite(
     make_policy, now, tmp_path, anchor_dir, anchored_run, caplog
 ):
     make_policy()
-    dump = _dump(tmp_path / "before.json")
+    dump = database_dump(tmp_path / "before.json")
     for n in range(2):
         put_tracked(key=f"acme/a-{n}", now=now - timedelta(days=40))
     anchored_run(now=now)
     anchored = head().seq
-    _restore_database(dump)
+    database_restore(dump)
     # After the restore, runs append other batches under the same seqs.
     for n in range(anchored):
         put_tracked(key=f"acme/b-{n}", now=now - timedelta(days=40))

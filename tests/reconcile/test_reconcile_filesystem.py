@@ -25,15 +25,9 @@ from retention.models import (
     RunMode,
     RunStatus,
 )
-from retention.selectors.evidence import VerifyResult, chain_verify
-from tests.helpers import enforce, exists, put_tracked
+from tests.helpers import chain_ok, enforce, exists, put_tracked
 
 pytestmark = pytest.mark.django_db
-
-
-def _chain_ok() -> None:
-    (verdict,) = [item for item in chain_verify() if isinstance(item, VerifyResult)]
-    assert verdict.ok, verdict.broken
 
 
 def _write(key: str, body: bytes = b"x") -> str:
@@ -99,7 +93,7 @@ def test_reconcile__finds_each_finding_and_acts_on_it(
     assert back.reappeared_at == now
     assert DeletionEvent.objects.filter(record=back, outcome=EventOutcome.REAPPEARED).count() == 1
     assert RetentionRecord.objects.get(pk=world["kept"].pk).state == RecordState.ACTIVE
-    _chain_ok()
+    chain_ok()
 
     # The next run deletes the object that came back, with an event of its own.
     later = now + timedelta(minutes=1)
@@ -111,7 +105,7 @@ def test_reconcile__finds_each_finding_and_acts_on_it(
     deletions = DeletionEvent.objects.filter(record=back, outcome=EventOutcome.DELETED)
     assert deletions.count() == 2
     assert len({event.idempotency_key for event in deletions}) == 2
-    _chain_ok()
+    chain_ok()
 
     # Now the store and the records agree, but for the untracked object.
     again = engine.reconcile_run(now=later)

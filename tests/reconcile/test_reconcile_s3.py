@@ -17,9 +17,8 @@ from retention.models import (
     RetentionRecord,
     RunStatus,
 )
-from retention.selectors.evidence import VerifyResult, chain_verify
 from retention.storage import get_adapter, listing
-from tests.helpers import add_s3_storage, enforce
+from tests.helpers import add_s3_storage, chain_ok, enforce
 
 pytestmark = pytest.mark.django_db
 
@@ -35,11 +34,6 @@ def _keys_left(client: Any, bucket: str) -> list[str]:
     return sorted(
         v["Key"] for v in versions.get("Versions", []) + versions.get("DeleteMarkers", [])
     )
-
-
-def _chain_ok() -> None:
-    (verdict,) = [item for item in chain_verify() if isinstance(item, VerifyResult)]
-    assert verdict.ok, verdict.broken
 
 
 def test_s3_reconcile__each_finding_across_listing_pages(
@@ -84,7 +78,7 @@ def test_s3_reconcile__each_finding_across_listing_pages(
     assert rerun.deleted == 1
     assert RetentionRecord.objects.get(pk=back.pk).state == RecordState.DELETED
     assert _keys_left(s3_client, s3_bucket) == ["acme/a", "acme/b", "acme/c", "zz/loose"]
-    _chain_ok()
+    chain_ok()
 
 
 def test_s3_reconcile__versioned_bucket_leftover_versions_are_erased_by_the_next_run(
@@ -135,7 +129,7 @@ def test_s3_reconcile__versioned_bucket_leftover_versions_are_erased_by_the_next
     again = engine.reconcile_run(storages=["s3v"], now=now + timedelta(minutes=2))
     assert again.report["counts"]["leftover_versions"] == 0
     assert again.report["counts"]["reappeared"] == 0
-    _chain_ok()
+    chain_ok()
 
 
 def test_s3_reconcile__a_missing_bucket_is_refused_and_nothing_changes(

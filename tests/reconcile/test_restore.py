@@ -8,44 +8,21 @@ restore puts the objects the run deleted back in the store.
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from io import StringIO
 from pathlib import Path
 from typing import Any
 
 import pytest
 from django.core.files.base import ContentFile
 from django.core.files.storage import storages
-from django.core.management import call_command
 
 from retention import engine
 from retention.models import (
-    ChainHead,
-    DeletionEvent,
-    EventBatch,
     RecordState,
     RetentionRecord,
-    Run,
-    RunBatch,
-    RunLease,
 )
-from retention.selectors.evidence import VerifyResult, chain_verify
-from tests.helpers import enforce, put_tracked
+from tests.helpers import chain_ok, database_dump, database_restore, enforce, put_tracked
 
 pytestmark = pytest.mark.django_db
-
-
-def _dump(path: Path) -> Path:
-    call_command("dumpdata", "retention", output=str(path), stdout=StringIO())
-    return path
-
-
-def _restore_database(path: Path) -> None:
-    """What a restore does to the ledger: rows written since the dump are gone."""
-    for model in (DeletionEvent, EventBatch, RunBatch, RunLease, Run):
-        model.objects.all().delete()
-    RetentionRecord.objects.all().delete()
-    ChainHead.objects.all().delete()
-    call_command("loaddata", str(path), stdout=StringIO())
 
 
 def _agree(now: datetime) -> None:
@@ -56,8 +33,7 @@ def _agree(now: datetime) -> None:
             assert not present, (record.pk, record.state)
         else:
             assert present, (record.pk, record.state)
-    (verdict,) = [item for item in chain_verify() if isinstance(item, VerifyResult)]
-    assert verdict.ok, verdict.broken
+    chain_ok()
     check = engine.reconcile_run(dry_run=True, now=now)
     assert {k: v for k, v in check.report["counts"].items() if k not in ("listed", "tracked")} == {
         "orphans": 0,
@@ -78,7 +54,7 @@ def test_restore__reconcile_then_run_brings_store_records_and_chain_in_line(
     # An earlier run, so that the chain has a history before the dump.
     put_tracked(key="acme/oldest", now=now - timedelta(days=90))
     assert enforce(now=now - timedelta(days=20)).deleted == 1
-    dump = _dump(tmp_path / "before.json")
+    dump = database_dump(tmp_path / "before.json")
     bodies = {}
     for record in doomed:
         with storages["default"].open(record.object_key) as handle:
@@ -87,7 +63,7 @@ def test_restore__reconcile_then_run_brings_store_records_and_chain_in_line(
     run = enforce(now=now)
     assert run.deleted == 3
     if restored in ("database", "both"):
-        _restore_database(dump)
+        database_restore(dump)
         assert RetentionRecord.objects.filter(state=RecordState.ACTIVE).count() == 5
     if restored in ("bucket", "both"):
         for key, body in bodies.items():

@@ -119,8 +119,9 @@ def reconcile_run(
         logger.warning("reconciliation %s failed: %s", run.pk, exc)
         return run_finish(run, RunStatus.ERROR, str(exc), now)
     except Exception as exc:
-        logger.exception("reconciliation %s failed", run.pk)
-        run_finish(run, RunStatus.ERROR, f"{type(exc).__name__}: {exc}"[:2000], now)
+        # The type only: a database error's message may quote a key it was given.
+        logger.error("reconciliation %s failed: %s", run.pk, type(exc).__name__)
+        run_finish(run, RunStatus.ERROR, f"unexpected {type(exc).__name__}", now)
         raise
     return run_finish(run, RunStatus.FINISHED, "", now)
 

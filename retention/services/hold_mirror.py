@@ -21,6 +21,7 @@ time: a batch moves the hold's progress only from the figure it started at.
 from __future__ import annotations
 
 import logging
+import sys
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
@@ -34,6 +35,7 @@ from retention.conf import settings
 from retention.models import LegalHold, ObjectLockStatus, RecordState, RetentionRecord
 from retention.pacing import UnlimitedGate
 from retention.selectors.holds import held_record_ids
+from retention.storage import StorageUnavailable
 
 if TYPE_CHECKING:
     from retention.storage.object_lock import LockResult, ObjectLock
@@ -314,7 +316,13 @@ def _publish(step: MirrorStep) -> None:
 
 
 def _fail(step: MirrorStep, exc: Exception) -> None:
-    reason = f"{type(exc).__name__}: {exc}"[:2000]
+    # Our own errors name no key; any other's message might (a boto3
+    # parameter error quotes the value), so only its type is kept.
+    lock = sys.modules.get("retention.storage.object_lock")  # imported where S3 is in use
+    own = isinstance(exc, StorageUnavailable) or (
+        lock is not None and isinstance(exc, lock.NotLockable)
+    )
+    reason = (f"{type(exc).__name__}: {exc}" if own else type(exc).__name__)[:2000]
     logger.error(
         "the Object Lock mirror of hold %s stopped: %s",
         step.hold_id,

@@ -409,3 +409,25 @@ def test_reconcile__a_store_failing_while_findings_are_acted_on_ends_error(
     assert run.status == RunStatus.ERROR
     assert run.status_reason.startswith("acting on the findings stopped")
     assert RetentionRecord.objects.get(pk=world["vanished"].pk).state == RecordState.ACTIVE
+
+
+def test_reconcile__an_unexpected_error_closes_the_run_naming_no_key(
+    world: dict[str, RetentionRecord],
+    now: datetime,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from retention.engine import reconcile
+
+    def quoting_a_key(*args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("duplicate key (default, acme/kept.jpg)")
+
+    monkeypatch.setattr(reconcile, "findings_act", quoting_a_key)
+
+    with pytest.raises(RuntimeError):
+        engine.reconcile_run(now=now)
+
+    run = Run.objects.get(mode=RunMode.RECONCILE)
+    assert (run.status, run.status_reason) == (RunStatus.ERROR, "unexpected RuntimeError")
+    assert f"reconciliation {run.pk} failed: RuntimeError" in caplog.text
+    assert "acme" not in caplog.text

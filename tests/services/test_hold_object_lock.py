@@ -318,3 +318,23 @@ def test_place_hold__a_mirrored_alias_that_is_not_s3_fails_the_mirror_not_the_ho
 
     assert hold.object_lock_status == ObjectLockStatus.FAILED
     assert hold.object_lock_error.startswith("NotLockable: storage 'default' is not an S3 storage")
+
+
+def test_place_hold__an_unexpected_mirror_error_keeps_only_its_type(
+    make_policy, now, approver, locked, s3_client, monkeypatch, caplog
+):
+    def quoting_a_key(*args: Any, **kwargs: Any) -> Any:
+        raise ValueError("Invalid value for parameter Key: acme/secret.jpg")
+
+    monkeypatch.setattr(hold_mirror, "_mirror", quoting_a_key)
+    make_policy()
+    track(s3_client, locked, "acme/secret.jpg", now=now)
+
+    hold = api.place_hold(reason="Case 11", placed_by=approver, tenant_id="acme", now=now)
+
+    assert (hold.object_lock_status, hold.object_lock_error) == (
+        ObjectLockStatus.FAILED,
+        "ValueError",
+    )
+    assert f"the Object Lock mirror of hold {hold.pk} stopped: ValueError" in caplog.text
+    assert "secret" not in caplog.text

@@ -21,7 +21,7 @@ from retention import counters
 from retention.conf import settings
 from retention.engine.claims import Claim, ClaimedItem
 from retention.engine.events import ClaimOutcome, event_for
-from retention.engine.ledger import run_counts_add
+from retention.engine.ledger import run_counts_sql
 from retention.models import EventOutcome, RecordState, RetentionRecord
 from retention.selectors.holds import held_record_ids, holds_after_recheck
 from retention.services.evidence import NewEvent, events_append
@@ -161,8 +161,13 @@ def finalize(
         if locked:
             _locked_release(locked, claim.token, now)
         # These rows were still leased to this claim under lock: their events are new.
-        events_append(events, run_id=claim.run_id, now=now, known_new=True)
-        run_counts_add(claim.run_id, outcome.counts)
+        events_append(
+            events,
+            run_id=claim.run_id,
+            now=now,
+            known_new=True,
+            also=run_counts_sql(claim.run_id, outcome.counts),
+        )
         if outcome.counts:
             counters.count_on_commit(items[0].data_class, outcome.counts)
     _log_page(claim, items, outcome, failed)

@@ -14,8 +14,7 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any, NoReturn
 
-from django.db import transaction
-from django.db.models import F
+from django.db import connection, transaction
 
 from retention.disposal import ObjectDisposer
 from retention.engine.leases import run_leases_acquire, run_leases_release, runs_abandon_stale
@@ -219,9 +218,26 @@ def run_columns(counts: Counter[str]) -> dict[str, int]:
 
 
 def run_counts_add(run_id: Any, counts: Counter[str]) -> None:
-    updates = {name: F(name) + n for name, n in run_columns(counts).items()}
-    if updates:
-        Run.objects.filter(pk=run_id).update(**updates)
+    statement = run_counts_sql(run_id, counts)
+    if statement is not None:
+        with connection.cursor() as cursor:
+            cursor.execute(*statement)
+
+
+def run_counts_sql(run_id: Any, counts: Counter[str]) -> tuple[str, list[Any]] | None:
+    """The UPDATE adding ``counts`` to the run's columns (None: nothing to add).
+
+    ``run_counts_add`` runs it; a page's finalize hands it to
+    ``events_append`` instead, to go in with the page's events in one round trip.
+    """
+    columns = run_columns(counts)
+    if not columns:
+        return None
+    quote = connection.ops.quote_name
+    table, pk = quote(Run._meta.db_table), quote(str(Run._meta.pk.column))
+    added = ", ".join(f"{quote(name)} = {quote(name)} + %s" for name in columns)
+    run_key = Run._meta.pk.get_db_prep_value(run_id, connection)
+    return f"UPDATE {table} SET {added} WHERE {pk} = %s", [*columns.values(), run_key]
 
 
 def run_counts(run: Run) -> dict[str, int]:

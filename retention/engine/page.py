@@ -21,7 +21,7 @@ from retention.disposal import DisposalItem, Disposer, ObjectDisposer
 from retention.engine.claims import Claim, ClaimedItem
 from retention.engine.events import ClaimOutcome, event_for
 from retention.engine.finalize import finalize
-from retention.engine.ledger import run_counts_add
+from retention.engine.ledger import run_counts_sql
 from retention.models import EventOutcome, RecordState, RetentionRecord
 from retention.pacing import RateGate, gate_for
 from retention.selectors.holds import held_record_ids
@@ -95,8 +95,9 @@ def recheck(claim: Claim, now: datetime) -> tuple[list[ClaimedItem], ClaimOutcom
                 disposal_started_at=now,
                 lease_expires_at=now + timedelta(seconds=claim.lease_seconds),
             )
-        events_append(events, run_id=claim.run_id, now=now)
-        run_counts_add(claim.run_id, result.counts)
+        events_append(
+            events, run_id=claim.run_id, now=now, also=run_counts_sql(claim.run_id, result.counts)
+        )
         if result.counts:
             counters.count_on_commit(claim.items[0].data_class, result.counts)
     return proceed, result

@@ -9,11 +9,14 @@ events of tracked objects, in the page's transaction.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 from retention.digest import key_digest, key_digests
+from retention.engine.ledger import run_counts_sql
 from retention.engine.rules import ClassRules
 from retention.models import EventKind, EventOutcome, Run
 from retention.rows.registry import RowClass
@@ -22,6 +25,18 @@ from retention.services.evidence import NewEvent, events_append
 # (pk, time, tenant) of a row, as pages read them.
 Row = tuple[Any, datetime, Any]
 DISPOSED = (EventOutcome.DELETED, EventOutcome.REDACTED)
+
+
+@dataclass(slots=True)
+class PageGroup:
+    """A tenant's rows of a page, as its ``per_batch`` event names them."""
+
+    tenant: Any
+    count: int
+    keys: str  # the rows' primary keys in keyset order, one a line: the digest is over it
+    first: Any
+    last: Any
+    latest_at: datetime
 
 
 class RowEvents:
@@ -101,32 +116,49 @@ class RowEvents:
         tenants: dict[Any, list[Row]] = {}
         for r in rows:
             tenants.setdefault(r[2], []).append(r)
-        for tenant in sorted(tenants, key=lambda t: "" if t is None else str(t)):
-            part = tenants[tenant]
-            digest = key_digest("\n".join([str(r[0]) for r in part]))
+        groups = [
+            PageGroup(
+                tenant=tenant,
+                count=len(part),
+                keys="\n".join([str(r[0]) for r in part]),
+                first=part[0][0],
+                last=part[-1][0],
+                latest_at=max(r[1] for r in part),
+            )
+            for tenant, part in tenants.items()
+        ]
+        self.add_groups(outcome, groups, reason=reason)
+
+    def add_groups(self, outcome: str, groups: Sequence[PageGroup], *, reason: str = "") -> None:
+        """A ``per_batch`` page's events, one per tenant (the groups of its rows)."""
+        base = f"{self.rules.version_id}:{self.row.label}"
+        disposition = self.rules.disposition
+        per_run = "" if outcome in DISPOSED else f":{self.run.pk}"
+        for group in sorted(groups, key=lambda g: "" if g.tenant is None else str(g.tenant)):
+            digest = key_digest(group.keys)
             self.events.append(
                 self._event(
                     key=f"{base}:{disposition}:{outcome}:page:{digest}{per_run}",
                     outcome=outcome,
                     digest=digest,
-                    tenant=tenant,
-                    due=max(r[1] for r in part) + self.period,
+                    tenant=group.tenant,
+                    due=group.latest_at + self.period,
                     reason=reason,
-                    count=len(part),
-                    first=part[0][0],
-                    last=part[-1][0],
+                    count=group.count,
+                    first=group.first,
+                    last=group.last,
                 )
             )
 
-    def append(self) -> None:
-        """Append the collected events (inside the page's transaction).
+    def append(self, *, counts: Counter[str] | None = None) -> None:
+        """Append the collected events, with the page's run ``counts`` (inside its transaction).
 
         Events of rows disposed of in this transaction are new: their rows
         were there, locked, until now. Their keys are not looked up first;
         should one exist all the same (a primary key used again), the
         insert is refused and the look-up runs.
         """
-        if self.events:
-            known_new = all(e.outcome in DISPOSED for e in self.events)
-            events_append(self.events, run_id=self.run.pk, now=self.now, known_new=known_new)
-            self.events = []
+        also = run_counts_sql(self.run.pk, counts) if counts else None
+        known_new = all(e.outcome in DISPOSED for e in self.events)
+        events_append(self.events, run_id=self.run.pk, now=self.now, known_new=known_new, also=also)
+        self.events = []

@@ -18,7 +18,6 @@ from typing import Any
 from django.db import models, transaction
 
 from retention import redaction
-from retention.engine.ledger import run_counts_add
 from retention.engine.row_evidence import RowEvents
 from retention.engine.row_select import RowPage, page_timeouts, rows_due, select_page
 from retention.engine.rules import ClassRules
@@ -141,8 +140,7 @@ def _redact(
         ).delete()
         events.add(EventOutcome.REDACTED, free)
         counts["redacted"] += len(free)
-    events.append()
-    run_counts_add(run.pk, counts)
+    events.append(counts=counts)
     result.counts.update(counts)
 
 

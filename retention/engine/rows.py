@@ -26,34 +26,35 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from django.core.exceptions import FieldDoesNotExist
-from django.db import connections, models, router, transaction
+from django.db import models, router, transaction
 from django.db.models.deletion import Collector, ProtectedError, RestrictedError
 
-from retention.engine.ledger import run_counts_add
 from retention.engine.row_evidence import RowEvents
 from retention.engine.row_files import files_delete, held_file_rows
+from retention.engine.row_plain import (
+    CascadeViolation,
+    delete_ids,
+    delete_returning,
+    plain_delete,
+    refuse_outside,
+    returning_columns,
+)
 from retention.engine.row_redact import redact_page
 from retention.engine.row_select import (
     RowCursor,
     RowPage,
     after_cursor,
-    locked_page,
     page_timeouts,
     rows_due,
     select_page,
 )
 from retention.engine.rules import ClassRules
 from retention.models import Disposition, EventOutcome, Policy, Run
-from retention.rows.cascade import cascade_models, collected_models, label
+from retention.rows.cascade import collected_models, label
 from retention.rows.registry import RowClass
 from retention.selectors.holds import RowHolds, held_rows
 
 logger = logging.getLogger("retention.engine")
-
-
-class CascadeViolation(Exception):
-    """A page's delete would touch models outside the approved cascade."""
 
 
 def rows_page(
@@ -76,12 +77,12 @@ def rows_page(
         return _delete_with_files(run, row, rules, due, holds, cursor, limit, now)
     result = RowPage(cursor=cursor)
     db = router.db_for_write(row.model)
-    returning = _returning(row, db) if holds.empty and _plain_delete(row, db) else None
+    returning = returning_columns(row, db) if holds.empty and plain_delete(row, db) else None
     try:
         with transaction.atomic():
             page_timeouts()
             if returning is not None:
-                _delete_returning(run, row, rules, due, cursor, limit, returning, result, now)
+                delete_returning(run, row, rules, due, cursor, limit, returning, result, now)
             else:
                 rows = select_page(due, row, cursor, limit)
                 _delete_locked(run, row, rules, rows, holds, result, now)
@@ -112,9 +113,9 @@ def _delete_locked(
     counts["skipped_held"] += len(held)
     counts["claimed"] += len(free)
     db = router.db_for_write(row.model)
-    if free and _plain_delete(row, db):
-        _refuse_outside(rules, row, {label(row.model)})
-        _delete_ids(row, db, [r[0] for r in free])
+    if free and plain_delete(row, db):
+        refuse_outside(rules, row, {label(row.model)})
+        delete_ids(row, db, [r[0] for r in free])
     elif free:
         protected, collector = _collect(row, db, [r[0] for r in free])
         if protected:
@@ -125,124 +126,11 @@ def _delete_locked(
             )
             counts["skipped_protected"] += len(blocked)
         if collector is not None:
-            _refuse_outside(rules, row, collected_models(collector))
+            refuse_outside(rules, row, collected_models(collector))
             collector.delete()
     events.add(EventOutcome.DELETED, free)
     counts["deleted"] += len(free)
-    events.append()
-    run_counts_add(run.pk, counts)
-
-
-def _returning(row: RowClass, db: str) -> str | None:
-    """The ``RETURNING`` list of (pk, time, tenant) when all three are the table's columns."""
-    columns = [_own_column(row, name) for name in ("pk", row.time_field, row.tenant_field or "pk")]
-    if any(column is None for column in columns):
-        return None  # a lookup path, or a value the ORM would convert: read it first
-    quote = connections[db].ops.quote_name
-    return ", ".join(quote(str(column)) for column in columns)
-
-
-def _own_column(row: RowClass, name: str) -> str | None:
-    """The column of the model's own field ``name``, if the ORM reads it unconverted."""
-    meta = row.model._meta
-    try:
-        field = meta.pk if name == "pk" else meta.get_field(name)
-    except FieldDoesNotExist:
-        return None
-    if not isinstance(field, models.Field) or hasattr(field, "from_db_value"):
-        return None
-    if field.model is not row.model:
-        return None
-    return field.column
-
-
-def _delete_returning(
-    run: Run,
-    row: RowClass,
-    rules: ClassRules,
-    due: models.QuerySet[Any],
-    cursor: RowCursor | None,
-    limit: int,
-    returning: str,
-    result: RowPage,
-    now: datetime,
-) -> None:
-    """A page of a class no hold touches, in one statement: lock, re-check, delete.
-
-    ``DELETE ... WHERE pk = ANY(ARRAY(<the page select, FOR UPDATE SKIP
-    LOCKED>)) RETURNING pk, time, tenant``: what the two statements of a held
-    class do, without the ids going out and back in. (``pk IN (<select>)``
-    is planned as a join, ten times slower; the array makes the select run
-    first, then the delete goes by the primary key.)
-    """
-    db = router.db_for_write(row.model)
-    connection = connections[db]
-    quote = connection.ops.quote_name
-    table, pk = quote(row.model._meta.db_table), quote(_pk_column(row))
-    page = locked_page(due, row, cursor).values_list("pk")[:limit]
-    select, params = page.query.get_compiler(using=db).as_sql()
-    with connection.cursor() as db_cursor:
-        db_cursor.execute(
-            f"DELETE FROM {table} WHERE {pk} = ANY(ARRAY({select})) RETURNING {returning}",
-            params,
-        )
-        # RETURNING follows no order; the keyset (and the events) do.
-        rows = sorted(db_cursor.fetchall(), key=lambda r: (r[1], r[0]))
-    result.seen = len(rows)
-    if not rows:
-        return
-    _refuse_outside(rules, row, {label(row.model)})
-    result.cursor = (rows[-1][1], rows[-1][0])
-    if not row.tenant_field:
-        rows = [(key, at, None) for key, at, _ in rows]
-    events = RowEvents(run=run, row=row, rules=rules, now=now)
-    events.add(EventOutcome.DELETED, rows)
-    result.counts["claimed"] += len(rows)
-    result.counts["deleted"] += len(rows)
-    events.append()
-    run_counts_add(run.pk, result.counts)
-
-
-def _refuse_outside(rules: ClassRules, row: RowClass, touched: set[str]) -> None:
-    """Stop a page whose delete would touch models the approved cascade does not name."""
-    outside = touched - cascade_models(rules.cascade or {})
-    if outside:
-        raise CascadeViolation(
-            f"deleting rows of {row.label} would also touch "
-            f"{', '.join(sorted(outside))}, outside the cascade approved with "
-            f"version {rules.version_number}"
-        )
-
-
-def _plain_delete(row: RowClass, db: str) -> bool:
-    """Whether deleting the rows is one statement and nothing else (PostgreSQL).
-
-    That is when Django's collector would only fast-delete the page: no
-    delete signal listens to the model, no relation cascades from it, no
-    parent or generic relation. Its ``DELETE ... WHERE pk IN (...)`` binds
-    the page's 1,000 ids one by one; the same delete takes them as one
-    array parameter. Asked on every page: a receiver may connect at any time.
-    """
-    if connections[db].vendor != "postgresql":
-        return False
-    # A model class is what the collector asks about (django-stubs types only instances).
-    return Collector(using=db, origin=None).can_fast_delete(row.model)  # type: ignore[arg-type]
-
-
-def _delete_ids(row: RowClass, db: str, pks: list[Any]) -> None:
-    connection = connections[db]
-    meta = row.model._meta
-    quote = connection.ops.quote_name
-    values = [meta.pk.get_db_prep_value(pk, connection) for pk in pks]
-    table, pk = quote(meta.db_table), quote(_pk_column(row))
-    with connection.cursor() as cursor:
-        cursor.execute(f"DELETE FROM {table} WHERE {pk} = ANY(%s)", [values])
-
-
-def _pk_column(row: RowClass) -> str:
-    column = row.model._meta.pk.column
-    assert column is not None  # a concrete field; django-stubs types columns optional
-    return column
+    events.append(counts=counts)
 
 
 def _collect(row: RowClass, db: str, pks: list[Any]) -> tuple[set[Any], Collector | None]:
@@ -357,9 +245,8 @@ def _rows_kept(
     events.add(
         outcome, [(r[0], r[1], r[2] if row.tenant_field else None) for r in rows], reason=reason
     )
-    events.append()
     kept: Counter[str] = Counter({count: len(rows)})
-    run_counts_add(run.pk, kept)
+    events.append(counts=kept)
     result.counts.update(kept)
 
 

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import functools
+from typing import Any
+
+from django.db import connection
 from django.db.models import QuerySet
 
 from retention.models import KillSwitch
@@ -17,5 +21,17 @@ def kill_switch_engaged() -> KillSwitch | None:
 
 
 def kill_switch_paused() -> bool:
-    """Whether the switch is engaged: the engine asks before every page."""
-    return _engaged().exists()
+    """Whether the switch is engaged: the engine asks before every page.
+
+    So the query is built once, then only run (building it cost twice what
+    running it does).
+    """
+    sql, params = _engaged_sql()
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchone() is not None
+
+
+@functools.cache
+def _engaged_sql() -> tuple[str, tuple[Any, ...]]:
+    return _engaged().values_list("pk")[:1].query.sql_with_params()

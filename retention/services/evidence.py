@@ -126,12 +126,17 @@ def event_leaf(event: AnyEvent) -> bytes:
     return hashlib.sha256(b"\x00" + text.encode()).digest()
 
 
+# A statement of the caller's (SQL, params) to run with an append.
+Statement = tuple[str, Sequence[Any]]
+
+
 def events_append(
     events: Sequence[AnyEvent],
     *,
     run_id: uuid.UUID | None,
     now: datetime,
     known_new: bool = False,
+    also: Statement | None = None,
 ) -> list[AnyEvent]:
     """Insert the events not recorded yet as one chained batch; return them.
 
@@ -140,16 +145,27 @@ def events_append(
     of existing idempotency keys when the caller's row locks already prove
     the events are new (a finalize of rows still leased to it); should that
     ever be wrong, the unique key refuses the insert and the look-up runs.
+    ``also`` is a write of the caller's that belongs with the events (a
+    page's run counts): on PostgreSQL it goes in the statement that advances
+    the chain, a round trip less for every page; it runs exactly once
+    either way, even when every event was recorded already.
     """
     if not events:
+        _execute(also)
         return []
     if known_new:
         try:
             with transaction.atomic():
-                return _append(events, run_id=run_id, now=now, dedupe=False)
+                return _append(events, run_id=run_id, now=now, dedupe=False, also=also)
         except IntegrityError:
             pass
-    return _append(events, run_id=run_id, now=now, dedupe=True)
+    return _append(events, run_id=run_id, now=now, dedupe=True, also=also)
+
+
+def _execute(statement: Statement | None) -> None:
+    if statement is not None:
+        with connection.cursor() as cursor:
+            cursor.execute(*statement)
 
 
 def _row_leaf(event: AnyEvent) -> bytes:
@@ -214,7 +230,12 @@ def _recorded(keys: list[str]) -> set[str]:
 
 
 def _append(
-    events: Sequence[AnyEvent], *, run_id: uuid.UUID | None, now: datetime, dedupe: bool
+    events: Sequence[AnyEvent],
+    *,
+    run_id: uuid.UUID | None,
+    now: datetime,
+    dedupe: bool,
+    also: Statement | None,
 ) -> list[AnyEvent]:
     # No savepoint of its own: it runs in the caller's transaction (or in the
     # one known_new opened), which rolls back as a whole on failure.
@@ -232,6 +253,7 @@ def _append(
             existing.add(event.idempotency_key)
             fresh.append(event)
         if not fresh:
+            _execute(also)
             return []
         leaves = [event_leaf(e) for e in fresh]
         root = evidence.merkle_root(leaves)
@@ -247,7 +269,7 @@ def _append(
             chain=chain.hex(),
             created_at=now,
         )
-        batch_id = _batch_insert_and_advance(batch)
+        batch_id = _batch_insert_and_advance(batch, also)
         for index, (event, leaf) in enumerate(zip(fresh, leaves, strict=True)):
             event.batch_id = batch_id
             event.leaf_index = index
@@ -256,26 +278,28 @@ def _append(
     return fresh
 
 
-def _batch_insert_and_advance(batch: EventBatch) -> int:
+def _batch_insert_and_advance(batch: EventBatch, also: Statement | None) -> int:
     """Insert the batch and move the (locked) chain head to it; return its id."""
     if connection.vendor != "postgresql":
         batch.save(force_insert=True)
         ChainHead.objects.filter(pk=1).update(seq=batch.seq, chain=batch.chain)
+        _execute(also)
         return batch.pk
-    # One statement instead of two: it runs once per page of every run.
+    # One statement instead of two (or three): it runs once per page of every run.
     qn = connection.ops.quote_name
     fields = [f for f in EventBatch._meta.concrete_fields if not f.primary_key]
     head = ChainHead._meta
+    also_sql, also_params = (f", also AS ({also[0]})", also[1]) if also else ("", ())
     sql = (
         f"WITH head AS (UPDATE {qn(head.db_table)} SET {qn('seq')} = %s, {qn('chain')} = %s "
-        f"WHERE {qn('id')} = 1) "
+        f"WHERE {qn('id')} = 1){also_sql} "
         f"INSERT INTO {qn(EventBatch._meta.db_table)} "
         f"({', '.join(qn(_column(f)) for f in fields)}) "
         f"VALUES ({', '.join(['%s'] * len(fields))}) RETURNING {qn('id')}"
     )
     values = [f.get_db_prep_save(getattr(batch, f.attname), connection) for f in fields]
     with connection.cursor() as cursor:
-        cursor.execute(sql, [batch.seq, batch.chain, *values])
+        cursor.execute(sql, [batch.seq, batch.chain, *also_params, *values])
         (batch.pk,) = cursor.fetchone()
     return batch.pk
 

@@ -1,0 +1,117 @@
+"""A page's evidence, as each delete path writes it (issue 14).
+
+On PostgreSQL a ``per_batch`` page of a class no hold touches is grouped by
+tenant inside its DELETE statement; elsewhere, or under a hold, the rows come
+back and Python groups them. Both must write the same events: these tests
+hold either to the values worked out here from the rows themselves.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+import pytest
+
+from retention import api
+from retention.digest import key_digest
+from retention.engine import run_execute, run_start
+from retention.models import DeletionEvent, EventOutcome, Run
+from retention.selectors.evidence import VerifyResult, chain_verify
+from tests.rowhost.models import RequestLog
+
+pytestmark = pytest.mark.django_db
+
+PERIOD = timedelta(days=30)
+
+
+def _seed(now: datetime) -> list[tuple[int, datetime, str]]:
+    """Due rows of three tenants, interleaved, with ties on the time (the pk decides)."""
+    rows = []
+    for i in range(11):
+        at = now - timedelta(days=40 + i // 3)  # three rows a time
+        rows.append(RequestLog(tenant_id=f"t{i % 3}", path=f"/old/{i}", created_at=at))
+    rows.append(RequestLog(tenant_id="t0", path="/new", created_at=now - timedelta(days=1)))
+    RequestLog.objects.bulk_create(rows)
+    due = RequestLog.objects.filter(path__startswith="/old/").order_by("created_at", "pk")
+    return list(due.values_list("pk", "created_at", "tenant_id"))
+
+
+def _expected(pages: list[list[tuple[int, datetime, str]]], outcome: str) -> list[tuple]:
+    events = []
+    for page in pages:
+        for tenant in sorted({r[2] for r in page}):
+            part = [r for r in page if r[2] == tenant]
+            events.append(
+                (
+                    outcome,
+                    tenant,
+                    len(part),
+                    str(part[0][0]),
+                    str(part[-1][0]),
+                    key_digest("\n".join(str(r[0]) for r in part)),
+                    max(r[1] for r in part) + PERIOD,
+                )
+            )
+    return sorted(events)
+
+
+def _events(run: Run) -> list[tuple]:
+    return sorted(
+        DeletionEvent.objects.filter(run=run).values_list(
+            "outcome", "tenant_id", "row_count", "first_pk", "last_pk", "key_digest", "expires_at"
+        )
+    )
+
+
+def _chain_intact() -> bool:
+    verdicts = [v for v in chain_verify() if isinstance(v, VerifyResult)]
+    return len(verdicts) == 1 and verdicts[0].broken is None
+
+
+@pytest.fixture
+def logs(row_registry: Any, make_policy: Any) -> Any:
+    api.register_model(
+        RequestLog,
+        data_class="logs.request",
+        age_field="created_at",
+        tenant_field="tenant_id",
+        evidence="per_batch",
+    )
+    return make_policy("logs.request", PERIOD, batch_size=4)
+
+
+def test_page_evidence__per_batch_pages_are_one_event_per_tenant_of_each_page(
+    logs: Any, now: datetime
+):
+    due = _seed(now)
+
+    run = run_execute(run=run_start(mode="enforce", data_classes=["logs.request"], now=now))
+
+    pages = [due[i : i + 4] for i in range(0, len(due), 4)]
+    assert _events(run) == _expected(pages, EventOutcome.DELETED)
+    assert (run.claimed, run.deleted) == (11, 11)
+    run.refresh_from_db()
+    assert (run.claimed, run.deleted) == (11, 11)
+    assert list(RequestLog.objects.values_list("path", flat=True)) == ["/new"]
+    assert _chain_intact()
+
+
+def test_page_evidence__a_held_tenant_gets_its_own_events_and_the_rest_the_same(
+    logs: Any, now: datetime, author: Any
+):
+    due = _seed(now)
+    api.place_hold(reason="case", placed_by=author, tenant_id="t1", now=now)
+
+    run = run_execute(run=run_start(mode="enforce", data_classes=["logs.request"], now=now))
+
+    pages = [due[i : i + 4] for i in range(0, len(due), 4)]
+    deleted = [[r for r in page if r[2] != "t1"] for page in pages]
+    held = [[r for r in page if r[2] == "t1"] for page in pages]
+    assert _events(run) == sorted(
+        _expected(deleted, EventOutcome.DELETED) + _expected(held, EventOutcome.SKIPPED_HELD)
+    )
+    run.refresh_from_db()
+    assert (run.deleted, run.skipped_held) == (7, 4)
+    assert sorted(RequestLog.objects.values_list("tenant_id", flat=True)) == ["t0"] + ["t1"] * 4
+    assert _chain_intact()

@@ -133,64 +133,69 @@ def _sweep(
     held = breaker_held(run)
     names = [name for name in run.data_classes if name not in held]
     row_sweeps = {
-        name: RowSweep(run, name, rules[name])
+        name: RowSweep(run, name, rules[name], clock=clock)
         for name in row_class_names(run, rules)
         if name in names
     }
-    while True:
-        claimed_any = False
-        for name in names:
-            now = clock()
-            size = stepper.page_size(rules[name])
-            stepper.heartbeat(now, extra_seconds=stepper.pacing_seconds(size, rules[name]))
-            stop = stepper.stop(now)
-            if stop is not None:
-                overlap.settle()
-                return stop
-            if name in row_sweeps:
-                sweep = row_sweeps[name]
-                if sweep.done or size <= 0:
+    try:
+        while True:
+            claimed_any = False
+            for name in names:
+                now = clock()
+                size = stepper.page_size(rules[name])
+                stepper.heartbeat(now, extra_seconds=stepper.pacing_seconds(size, rules[name]))
+                stop = stepper.stop(now)
+                if stop is not None:
+                    overlap.settle()
+                    return stop
+                if name in row_sweeps:
+                    sweep = row_sweeps[name]
+                    if sweep.done or size <= 0:
+                        continue
+                    gates[name].acquire(size)
+                    page = sweep.next_page(size, clock())
+                    page_done(None, ClaimOutcome(page.counts))
+                    claimed_any = claimed_any or not sweep.done
                     continue
-                gates[name].acquire(size)
-                page = sweep.next_page(size, clock())
-                page_done(None, ClaimOutcome(page.counts))
-                claimed_any = claimed_any or not sweep.done
-                continue
-            claim = records_claim_next(
-                cursors=cursors,
-                run=run,
-                data_class=name,
-                limit=size,
-                now=now,
-                lease_seconds=stepper.page_lease_seconds(size, rules[name]),
-                start_disposal=True,
-            )
-            if not claim.items:
-                continue
-            claimed_any = True
-            # Counted at once (the claim wrote it): the limit must see a page in flight.
-            run.claimed += len(claim)
-            max_attempts = rules[name].max_attempts
-            if can_overlap(disposer, {i.storage for i in claim.items}, gates[name]):
-                overlap.submit(claim, disposer, gates[name], max_attempts=max_attempts)
-            else:
-                overlap.settle()
-                outcome = claim_dispose(
-                    claim=claim,
-                    clock=clock,
-                    disposer=disposer,
-                    gate=gates[name],
-                    max_attempts=max_attempts,
+                claim = records_claim_next(
+                    cursors=cursors,
+                    run=run,
+                    data_class=name,
+                    limit=size,
+                    now=now,
+                    lease_seconds=stepper.page_lease_seconds(size, rules[name]),
+                    start_disposal=True,
                 )
-                page_done(claim, outcome)
-        if claimed_any:
-            continue
-        # Nothing left to claim: the page in flight may still schedule retries.
-        overlap.settle()
-        stop = stepper.stop(clock())
-        if stop is not None:
-            return stop
-        wait = stepper.retry_wait(retry_next_due(run), clock())
-        if wait is None:
-            return None
-        sleep(wait)
+                if not claim.items:
+                    continue
+                claimed_any = True
+                # Counted at once (the claim wrote it): the limit must see a page in flight.
+                run.claimed += len(claim)
+                max_attempts = rules[name].max_attempts
+                if can_overlap(disposer, {i.storage for i in claim.items}, gates[name]):
+                    overlap.submit(claim, disposer, gates[name], max_attempts=max_attempts)
+                else:
+                    overlap.settle()
+                    outcome = claim_dispose(
+                        claim=claim,
+                        clock=clock,
+                        disposer=disposer,
+                        gate=gates[name],
+                        max_attempts=max_attempts,
+                    )
+                    page_done(claim, outcome)
+            if claimed_any:
+                continue
+            # Nothing left to claim: the page in flight may still schedule retries.
+            overlap.settle()
+            stop = stepper.stop(clock())
+            if stop is not None:
+                return stop
+            wait = stepper.retry_wait(retry_next_due(run), clock())
+            if wait is None:
+                return None
+            sleep(wait)
+    finally:
+        # Their second lane's thread and connection (``RowSweep``).
+        for sweep in row_sweeps.values():
+            sweep.close()

@@ -3,18 +3,40 @@
 The executors ask a ``RowSweep`` for the next page as they ask the claims for
 the next page of records; the sweep keeps the class's keyset cursor and knows
 when the class is done (a page that found nothing), or stopped for review.
+
+Where a page is one plain statement (``row_plain``: no delete signal, no
+relation to follow, no files, no rate to keep, no limit) on PostgreSQL, a
+second lane of pages runs beside the engine's: a thread with its own
+connection, each page its own short transaction. Each lane walks the keyset
+with its own cursor; a row the other lane holds is skipped (``SKIP
+LOCKED``) and is that lane's to dispose of, so every row behind a lane's
+cursor was disposed of by one of them, or is locked by somebody else (and
+left to the next run, as always). The second lane may stop after any page:
+the engine's lane takes what it leaves. The pages' writes take the chain
+head one after the other; their deletes overlap.
 """
 
 from __future__ import annotations
 
+import logging
+import queue
+import threading
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime
 
+from django.db import connection, connections, router
+from django.utils import timezone
+
+from retention.engine.row_plain import plain_delete
 from retention.engine.row_select import RowCursor, RowPage
 from retention.engine.rows import rows_page
 from retention.engine.rules import ClassRules
-from retention.models import Policy, Run
+from retention.engine.stepping import Clock
+from retention.models import Disposition, Policy, Run
 from retention.rows.registry import row_class, row_class_required
+
+logger = logging.getLogger("retention.engine")
 
 
 def row_class_names(run: Run, rules: Mapping[str, ClassRules]) -> list[str]:
@@ -26,27 +48,138 @@ def row_class_names(run: Run, rules: Mapping[str, ClassRules]) -> list[str]:
     ]
 
 
+@dataclass
+class Lane:
+    """Where one lane of pages stands: its cursor, and whether it found the end."""
+
+    cursor: RowCursor | None = None
+    started: bool = False
+    done: bool = False
+
+
 class RowSweep:
-    def __init__(self, run: Run, data_class: str, rules: ClassRules) -> None:
+    def __init__(
+        self, run: Run, data_class: str, rules: ClassRules, *, clock: Clock = timezone.now
+    ) -> None:
         row = row_class_required(data_class)
-        self.run, self.row, self.rules = run, row, rules
-        self.cursor: RowCursor | None = None
-        self.started = False
+        self.run, self.row, self.rules, self.clock = run, row, rules, clock
+        self.main, self.second = Lane(), Lane()
+        # The second lane's pages as they finish (None: the lane ended), and its error.
+        self.finished: queue.SimpleQueue[RowPage | None] = queue.SimpleQueue()
+        self.halt = threading.Event()
+        self.thread: threading.Thread | None = None
+        self.failure: BaseException | None = None
         # A class waiting for review (its delete left the approved cascade) is skipped.
         self.done = Policy.objects.filter(data_class=data_class).exclude(review_reason="").exists()
 
     def next_page(self, size: int, now: datetime) -> RowPage:
+        """The engine thread's next page, with the second lane's pages finished meanwhile."""
+        if self.thread is None and not self.main.started and self._overlaps():
+            self.thread = threading.Thread(
+                target=self._second_lane, args=(size,), name="retention-rows", daemon=True
+            )
+            self.thread.start()
+        if not self.main.done:
+            page = self._page(self.main, size, now)
+            self._collect(page, wait=False)
+        else:
+            # Only the second lane is left: wait for its next page.
+            page = RowPage()
+            self._collect(page, wait=True)
+        if page.stopped:
+            self.main.done = True
+            self.halt.set()
+        self.done = self.main.done and self.thread is None
+        return page
+
+    def close(self) -> None:
+        """Stop the second lane after the page it is on (its pages are counted in the run).
+
+        Never raises: it runs while the engine stops, perhaps for an error of
+        its own. A failure of the second lane's last page (which rolled back)
+        is logged.
+        """
+        if self.thread is None:
+            return
+        self.halt.set()
+        self.thread.join()
+        self.thread = None
+        if self.failure is not None:
+            logger.error(
+                "the second lane of %s failed: %s",
+                self.row.data_class,
+                type(self.failure).__name__,
+                extra={"run_id": str(self.run.pk)},
+            )
+
+    def _collect(self, into: RowPage, *, wait: bool) -> None:
+        """Add the second lane's finished pages to ``into`` (waiting for one, or the end)."""
+        while self.thread is not None:
+            try:
+                page = self.finished.get(block=wait)
+            except queue.Empty:
+                return
+            if page is None:  # the lane ended
+                self.thread.join()
+                self.thread = None
+                if self.failure is not None:
+                    raise self.failure
+                return
+            into.counts.update(page.counts)
+            into.seen += page.seen
+            into.stopped = into.stopped or page.stopped
+            if wait:
+                return
+
+    def _second_lane(self, size: int) -> None:
+        """Pages on the second thread, with its own connection, until the end or a halt.
+
+        It may stop at any page: the engine's lane walks the whole keyset
+        after its cursor, and takes what this one leaves. It stops when a
+        delete receiver connects meanwhile, so receivers run on the engine's
+        thread only.
+        """
+        try:
+            while not self.halt.is_set() and not self.second.done and self._plain():
+                page = self._page(self.second, size, self.clock())
+                self.finished.put(page)
+                if page.stopped:
+                    break
+        except BaseException as exc:  # re-raised on the engine's thread
+            self.failure = exc
+        finally:
+            connections.close_all()
+            self.finished.put(None)
+
+    def _page(self, lane: Lane, size: int, now: datetime) -> RowPage:
         page = rows_page(
             run=self.run,
             row=self.row,
             rules=self.rules,
-            cursor=self.cursor if self.started else None,
+            cursor=lane.cursor if lane.started else None,
             limit=size,
             now=now,
         )
-        self.started = True
+        lane.started = True
         if page.cursor is not None:
-            self.cursor = page.cursor
+            lane.cursor = page.cursor
         if page.stopped or page.seen < size:
-            self.done = True
+            lane.done = True
         return page
+
+    def _overlaps(self) -> bool:
+        """Whether the second lane may run (asked once, before the class's first page)."""
+        rules, row = self.rules, self.row
+        return (
+            connection.vendor == "postgresql"
+            # A caller's open transaction would be invisible to the second connection.
+            and not connection.in_atomic_block
+            and rules.disposition == Disposition.DELETE
+            and not row.files
+            and not rules.rate_limit
+            and self.run.limit is None
+            and self._plain()
+        )
+
+    def _plain(self) -> bool:
+        return plain_delete(self.row, router.db_for_write(self.row.model))

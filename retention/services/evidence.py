@@ -240,23 +240,26 @@ def _append(
     # No savepoint of its own: it runs in the caller's transaction (or in the
     # one known_new opened), which rolls back as a whole on failure.
     with transaction.atomic(savepoint=False):
-        head_seq, head_chain = _head_locked()
-        existing: set[str] = set()
+        head: tuple[int, str] | None = None
         if dedupe:
+            head = _head_locked()
             # Under the chain lock no concurrent finalizer can insert the same
             # idempotency key between this check and the insert.
-            existing = _recorded([e.idempotency_key for e in events])
-        fresh: list[AnyEvent] = []
-        for event in events:
-            if event.idempotency_key in existing:
-                continue
-            existing.add(event.idempotency_key)
-            fresh.append(event)
+            fresh = _fresh(events, _recorded([e.idempotency_key for e in events]))
+        else:
+            fresh = _fresh(events, set())
         if not fresh:
             _execute(also)
             return []
+        # The leaves and their root depend on the events alone: hashed before
+        # the chain lock when nothing is looked up under it, so a concurrent
+        # page's append does not wait for this page's hashing.
         leaves = [event_leaf(e) for e in fresh]
         root = evidence.merkle_root(leaves)
+        for index, (event, leaf) in enumerate(zip(fresh, leaves, strict=True)):
+            event.leaf_index = index
+            event.event_hash = leaf.hex()
+        head_seq, head_chain = head or _head_locked()
         seq = head_seq + 1
         previous = bytes.fromhex(head_chain)
         chain = evidence.chain_hash(previous, seq, len(fresh), root)
@@ -270,11 +273,20 @@ def _append(
             created_at=now,
         )
         batch_id = _batch_insert_and_advance(batch, also)
-        for index, (event, leaf) in enumerate(zip(fresh, leaves, strict=True)):
+        for event in fresh:
             event.batch_id = batch_id
-            event.leaf_index = index
-            event.event_hash = leaf.hex()
         _insert(fresh)
+    return fresh
+
+
+def _fresh(events: Sequence[AnyEvent], recorded: set[str]) -> list[AnyEvent]:
+    """The events whose keys are not ``recorded`` (the first of each key only)."""
+    seen = set(recorded)
+    fresh = []
+    for event in events:
+        if event.idempotency_key not in seen:
+            seen.add(event.idempotency_key)
+            fresh.append(event)
     return fresh
 
 

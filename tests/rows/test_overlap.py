@@ -1,0 +1,183 @@
+"""Two pages in flight for a plain class of rows on PostgreSQL (``RowSweep``, issue 14).
+
+The engine's thread and a second lane, each with its own connection and
+keyset cursor, skip each other's locked rows. Every due row must go exactly
+once, with one event, the counts exact and the chain whole; a class whose
+delete runs host code (a signal) keeps to the engine's thread.
+"""
+
+from __future__ import annotations
+
+import threading
+from datetime import datetime, timedelta
+from typing import Any
+
+import pytest
+from django.db.models.signals import post_delete
+
+from retention import api
+from retention.digest import key_digest
+from retention.engine import row_sweep, run_execute, run_start
+from retention.models import DeletionEvent, EventOutcome
+from retention.selectors.evidence import VerifyResult, chain_verify
+from tests.rowhost.models import RequestLog
+
+pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+
+DUE = 53
+
+
+@pytest.fixture
+def threads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The threads that ran pages."""
+    names: list[str] = []
+    page = row_sweep.rows_page
+
+    def spy(**kwargs: Any) -> Any:
+        names.append(threading.current_thread().name)
+        return page(**kwargs)
+
+    monkeypatch.setattr(row_sweep, "rows_page", spy)
+    return names
+
+
+def _seed(now: datetime) -> set[int]:
+    RequestLog.objects.bulk_create(
+        [
+            RequestLog(
+                tenant_id=f"t{i % 4}",
+                path=f"/old/{i}",
+                created_at=now - timedelta(days=40, minutes=i // 2),
+            )
+            for i in range(DUE)
+        ]
+        + [RequestLog(tenant_id="t0", path="/new", created_at=now - timedelta(days=1))]
+    )
+    return set(RequestLog.objects.filter(path__startswith="/old/").values_list("pk", flat=True))
+
+
+def _chain_intact() -> bool:
+    verdicts = [v for v in chain_verify() if isinstance(v, VerifyResult)]
+    return len(verdicts) == 1 and verdicts[0].broken is None
+
+
+@pytest.mark.parametrize("evidence", ["per_row", "per_batch"])
+def test_overlap__two_lanes_delete_every_due_row_once(
+    row_registry: Any, make_policy: Any, now: datetime, threads: list[str], evidence: str
+):
+    api.register_model(
+        RequestLog,
+        data_class="logs.request",
+        age_field="created_at",
+        tenant_field="tenant_id",
+        evidence=evidence,
+    )
+    make_policy("logs.request", timedelta(days=30), batch_size=5)
+    due = _seed(now)
+
+    run = run_execute(run=run_start(mode="enforce", data_classes=["logs.request"], now=now))
+
+    assert "MainThread" in threads
+    assert any(name.startswith("retention-rows") for name in threads)
+    assert list(RequestLog.objects.values_list("path", flat=True)) == ["/new"]
+    events = DeletionEvent.objects.filter(run=run, outcome=EventOutcome.DELETED)
+    if evidence == "per_row":
+        digests = list(events.values_list("key_digest", flat=True))
+        assert sorted(digests) == sorted(key_digest(f"rowhost.RequestLog:{pk}") for pk in due)
+    else:
+        assert sum(events.values_list("row_count", flat=True)) == DUE
+    run.refresh_from_db()
+    assert (run.status, run.claimed, run.deleted) == ("finished", DUE, DUE)
+    assert _chain_intact()
+
+
+def test_overlap__a_class_with_a_delete_signal_keeps_to_the_engines_thread(
+    row_registry: Any, make_policy: Any, now: datetime, threads: list[str]
+):
+    api.register_model(RequestLog, data_class="logs.request", age_field="created_at")
+    make_policy("logs.request", timedelta(days=30), batch_size=5)
+    _seed(now)
+    seen: list[str] = []
+
+    def receiver(**kwargs: Any) -> None:
+        seen.append(threading.current_thread().name)
+
+    post_delete.connect(receiver, sender=RequestLog)
+    try:
+        run = run_execute(run=run_start(mode="enforce", data_classes=["logs.request"], now=now))
+    finally:
+        post_delete.disconnect(receiver, sender=RequestLog)
+
+    assert set(threads) == {"MainThread"}
+    assert seen == ["MainThread"] * DUE
+    run.refresh_from_db()
+    assert run.deleted == DUE
+
+
+def _logs_class(make_policy: Any) -> None:
+    api.register_model(
+        RequestLog, data_class="logs.request", age_field="created_at", tenant_field="tenant_id"
+    )
+    make_policy("logs.request", timedelta(days=30), batch_size=5)
+
+
+def _agrees(run: Any, due: set[int]) -> None:
+    """The run's counts, its events and the table say the same."""
+    run.refresh_from_db()
+    events = DeletionEvent.objects.filter(run=run, outcome=EventOutcome.DELETED).count()
+    left = RequestLog.objects.filter(pk__in=due).count()
+    assert run.deleted == run.claimed == events == len(due) - left
+    assert _chain_intact()
+
+
+def test_overlap__the_kill_switch_stops_both_lanes_in_a_known_state(
+    row_registry: Any, make_policy: Any, now: datetime, author: Any, monkeypatch: Any
+):
+    _logs_class(make_policy)
+    due = _seed(now)
+    page = row_sweep.rows_page
+    pages: list[str] = []
+
+    def pause_after_three(**kwargs: Any) -> Any:
+        result = page(**kwargs)
+        pages.append(threading.current_thread().name)
+        if len(pages) == 3:
+            api.pause(by=author, reason="incident")
+        return result
+
+    monkeypatch.setattr(row_sweep, "rows_page", pause_after_three)
+
+    run = run_execute(run=run_start(mode="enforce", data_classes=["logs.request"], now=now))
+
+    assert run.status == "paused"
+    # Each lane finishes the page it is on: at most one more each.
+    assert 3 <= len(pages) <= 5
+    assert RequestLog.objects.filter(pk__in=due).exists()
+    _agrees(run, due)
+
+
+def test_overlap__a_failed_page_of_the_second_lane_ends_the_run_in_error(
+    row_registry: Any, make_policy: Any, now: datetime, monkeypatch: Any
+):
+    _logs_class(make_policy)
+    due = _seed(now)
+    page = row_sweep.rows_page
+    second: list[int] = []
+
+    def fail_second_lane(**kwargs: Any) -> Any:
+        if threading.current_thread().name.startswith("retention-rows"):
+            second.append(1)
+            if len(second) == 2:
+                raise RuntimeError("database went away")
+        return page(**kwargs)
+
+    monkeypatch.setattr(row_sweep, "rows_page", fail_second_lane)
+    run = run_start(mode="enforce", data_classes=["logs.request"], now=now)
+
+    with pytest.raises(RuntimeError, match="database went away"):
+        run_execute(run=run)
+
+    run.refresh_from_db()
+    assert run.status == "error"
+    assert "database went away" in run.status_reason
+    _agrees(run, due)

@@ -10,7 +10,9 @@ events of tracked objects, in the page's transaction.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -25,6 +27,19 @@ from retention.services.evidence import NewEvent, events_append
 # (pk, time, tenant) of a row, as pages read them.
 Row = tuple[Any, datetime, Any]
 DISPOSED = (EventOutcome.DELETED, EventOutcome.REDACTED)
+
+# Set while a page is done again after its events met a recorded key.
+_look_up: ContextVar[bool] = ContextVar("retention_row_keys_looked_up", default=False)
+
+
+@contextmanager
+def keys_looked_up() -> Iterator[None]:
+    """Within it, a page's events look their keys up before they are appended."""
+    token = _look_up.set(True)
+    try:
+        yield
+    finally:
+        _look_up.reset(token)
 
 
 @dataclass(slots=True)
@@ -156,9 +171,16 @@ class RowEvents:
         Events of rows disposed of in this transaction are new: their rows
         were there, locked, until now. Their keys are not looked up first;
         should one exist all the same (a primary key used again), the
-        insert is refused and the look-up runs.
+        insert is refused, the page rolls back (``EventsRecorded``), and
+        ``rows_page`` does it again under ``keys_looked_up()``.
         """
         also = run_counts_sql(self.run.pk, counts) if counts else None
-        known_new = all(e.outcome in DISPOSED for e in self.events)
-        events_append(self.events, run_id=self.run.pk, now=self.now, known_new=known_new, also=also)
+        trusted = not _look_up.get() and all(e.outcome in DISPOSED for e in self.events)
+        events_append(
+            self.events,
+            run_id=self.run.pk,
+            now=self.now,
+            known_new="page" if trusted else False,
+            also=also,
+        )
         self.events = []

@@ -29,7 +29,7 @@ from typing import Any
 from django.db import models, router, transaction
 from django.db.models.deletion import Collector, ProtectedError, RestrictedError
 
-from retention.engine.row_evidence import RowEvents
+from retention.engine.row_evidence import RowEvents, keys_looked_up
 from retention.engine.row_files import files_delete, held_file_rows
 from retention.engine.row_plain import (
     CascadeViolation,
@@ -53,6 +53,7 @@ from retention.models import Disposition, EventOutcome, Policy, Run
 from retention.rows.cascade import collected_models, label
 from retention.rows.registry import RowClass
 from retention.selectors.holds import RowHolds, held_rows
+from retention.services.evidence import EventsRecorded
 
 logger = logging.getLogger("retention.engine")
 
@@ -66,7 +67,27 @@ def rows_page(
     limit: int,
     now: datetime,
 ) -> RowPage:
-    """Dispose of the next page of a class of model rows; see the module docstring."""
+    """Dispose of the next page of a class of model rows; see the module docstring.
+
+    Its events are trusted to be new (the rows were there, locked); should
+    one be recorded already, the page rolls back and is done again with its
+    keys looked up.
+    """
+    try:
+        return _page(run, row, rules, cursor, limit, now)
+    except EventsRecorded:
+        with keys_looked_up():
+            return _page(run, row, rules, cursor, limit, now)
+
+
+def _page(
+    run: Run,
+    row: RowClass,
+    rules: ClassRules,
+    cursor: RowCursor | None,
+    limit: int,
+    now: datetime,
+) -> RowPage:
     if rules.disposition == Disposition.REDACT:
         return redact_page(
             run=run, row=row, rules=rules, first=cursor is None, limit=limit, now=now

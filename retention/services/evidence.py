@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from json.encoder import encode_basestring as _str  # what json uses for ensure_ascii=False
-from typing import Any
+from typing import Any, Literal
 
 from django.db import IntegrityError, connection, transaction
 from django.db.models import Field
@@ -130,12 +130,21 @@ def event_leaf(event: AnyEvent) -> bytes:
 Statement = tuple[str, Sequence[Any]]
 
 
+class EventsRecorded(Exception):
+    """An append trusted without a savepoint (``known_new="page"``) met a recorded key.
+
+    The caller's transaction is spoiled (the refused insert aborted it): it
+    rolls back as a whole, and the caller does its work again, appending with
+    ``known_new=False``.
+    """
+
+
 def events_append(
     events: Sequence[AnyEvent],
     *,
     run_id: uuid.UUID | None,
     now: datetime,
-    known_new: bool = False,
+    known_new: bool | Literal["page"] = False,
     also: Statement | None = None,
 ) -> list[AnyEvent]:
     """Insert the events not recorded yet as one chained batch; return them.
@@ -145,6 +154,9 @@ def events_append(
     of existing idempotency keys when the caller's row locks already prove
     the events are new (a finalize of rows still leased to it); should that
     ever be wrong, the unique key refuses the insert and the look-up runs.
+    ``known_new="page"`` trusts the same without a savepoint (two round
+    trips less): should it be wrong, ``EventsRecorded`` is raised and the
+    caller's whole transaction rolls back, for the caller to do again.
     ``also`` is a write of the caller's that belongs with the events (a
     page's run counts): on PostgreSQL it goes in the statement that advances
     the chain, a round trip less for every page; it runs exactly once
@@ -153,6 +165,11 @@ def events_append(
     if not events:
         _execute(also)
         return []
+    if known_new == "page":
+        try:
+            return _append(events, run_id=run_id, now=now, dedupe=False, also=also)
+        except IntegrityError as exc:
+            raise EventsRecorded(str(exc)) from exc
     if known_new:
         try:
             with transaction.atomic():

@@ -115,3 +115,28 @@ def test_page_evidence__a_held_tenant_gets_its_own_events_and_the_rest_the_same(
     assert (run.deleted, run.skipped_held) == (7, 4)
     assert sorted(RequestLog.objects.values_list("tenant_id", flat=True)) == ["t0"] + ["t1"] * 4
     assert _chain_intact()
+
+
+def test_page_evidence__a_primary_key_used_again_is_deleted_and_evidenced_once(
+    row_registry: Any, make_policy: Any, now: datetime
+):
+    """Its event's key is recorded already: the page rolls back and is done again,
+    its keys looked up; the row goes, and the first event stays the only one."""
+    api.register_model(RequestLog, data_class="logs.request", age_field="created_at")
+    make_policy("logs.request", PERIOD, batch_size=10)
+    old = now - timedelta(days=40)
+    first = RequestLog.objects.create(tenant_id="t1", path="/a", created_at=old)
+    RequestLog.objects.create(tenant_id="t1", path="/b", created_at=old)
+    run_execute(run=run_start(mode="enforce", data_classes=["logs.request"], now=now))
+    RequestLog.objects.create(pk=first.pk, tenant_id="t1", path="/a-again", created_at=old)
+    RequestLog.objects.create(tenant_id="t1", path="/c", created_at=old)
+
+    run = run_execute(run=run_start(mode="enforce", data_classes=["logs.request"], now=now))
+
+    assert not RequestLog.objects.exists()
+    run.refresh_from_db()
+    assert (run.claimed, run.deleted) == (2, 2)
+    subject = key_digest(f"rowhost.RequestLog:{first.pk}")
+    assert DeletionEvent.objects.filter(key_digest=subject).count() == 1
+    assert DeletionEvent.objects.filter(run=run).count() == 1
+    assert _chain_intact()

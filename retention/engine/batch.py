@@ -86,7 +86,15 @@ def batch_dispose(
         return outcome
     run = batch.run
     now = clock()
-    RunBatch.objects.filter(token=token).update(deliveries=F("deliveries") + 1)
+    # The delivery is counted only while the batch is open: one the advance
+    # closed meanwhile (nothing left for it, ``_idle_batches_close``) is not taken.
+    taken = (
+        RunBatch.objects.filter(token=token)
+        .exclude(state__in=(BatchState.DONE, BatchState.RELEASED, BatchState.UNPUBLISHED))
+        .update(deliveries=F("deliveries") + 1)
+    )
+    if not taken:
+        return outcome
     if kill_switch_paused():
         # Paused before this batch deleted anything: its rows go back untouched.
         released = batch_release(token, BatchState.RELEASED, now)

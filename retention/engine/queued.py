@@ -156,6 +156,8 @@ def run_advance(
         _deferral_end(run, now, ending=False)
         free = settings.MAX_BATCHES_IN_FLIGHT - _global_in_flight(now)
         slots = _open_slots(run, stepper, free, now)
+        if not slots and in_flight:
+            in_flight -= _idle_batches_close(run, now)
         if not slots and not in_flight:
             wait = stepper.retry_wait(retry_next_due(run), now)
             if wait is None and not _disposing(run, now):
@@ -241,6 +243,31 @@ def _open_slots(run: Run, stepper: Stepper, free: int, now: datetime) -> list[Ru
         Run.objects.filter(pk=run.pk).update(report=report)
         run.report = report
     return slots
+
+
+def _idle_batches_close(run: Run, now: datetime) -> int:
+    """Close the run's batches no worker took yet, of classes with nothing left to claim.
+
+    They would only be delivered to find nothing: each costs a hand-over, and
+    the run would wait for them to close. A batch is taken when its delivery
+    is counted (``batch_dispose``), in an UPDATE as atomic as this one, so a
+    batch is either taken or closed here, never both. Model-row classes keep
+    theirs (their one batch at a time is the class's next page).
+    """
+    rules = run_rules(run)
+    row_names = set(row_class_names(run, rules))
+    exhausted = [
+        name
+        for name in run.data_classes
+        if name not in row_names and not claimable_count(run=run, data_class=name, now=now, up_to=1)
+    ]
+    if not exhausted:
+        return 0
+    return (
+        batches_in_flight(now)
+        .filter(run=run, data_class__in=exhausted, deliveries=0, size=0)
+        .update(state=BatchState.DONE, finished_at=now)
+    )
 
 
 def _publish(run: Run, slots: list[RunBatch], publish: Publish, now: datetime) -> int:

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from retention import api, engine
+from retention.engine.publish import BATCH_TASK
 from retention.guard import GuardReading
 from retention.models import BatchState, RetentionRecord, Run, RunBatch, RunStatus
 from tests.helpers import exists
@@ -191,3 +192,48 @@ def test_batch__a_run_closed_meanwhile_claims_nothing_more(slices, make_policy, 
     assert run.status == RunStatus.ABANDONED
     assert run.deleted == 2
     assert sum(not exists(r) for r in records) == 2
+
+
+def test_batch__the_batches_no_worker_took_close_when_nothing_is_left(slices, make_policy, now):
+    """The run ends with the batch that took the last page, not after its idle siblings."""
+    slices.RETENTION_MAX_BATCHES_IN_FLIGHT = 3
+    make_policy(batch_size=2)
+    records = seed(6, now)
+    queue = Queue(FakeTime(now))  # publishes, delivers nothing by itself
+    run = enqueue(now, queue)
+    dispatch(run, queue)
+    published = [p for func, p in queue.published if func == BATCH_TASK]
+    assert len(published) == 3
+
+    # One worker takes the first batch: within its time it takes every page.
+    queue.run_batch(published[0], monotonic=Seconds(1))
+
+    run.refresh_from_db()
+    assert run.status == RunStatus.FINISHED
+    assert (run.claimed, run.deleted) == (6, 6)
+    assert not any(exists(r) for r in records)
+    idle = RunBatch.objects.exclude(token=published[0]["token"])
+    assert list(idle.values_list("state", "deliveries", "size")) == [(BatchState.DONE, 0, 0)] * 2
+    # Delivered later, they are not taken.
+    for payload in published[1:]:
+        queue.run_batch(payload, monotonic=Seconds(1))
+    assert list(idle.values_list("state", "deliveries", "size")) == [(BatchState.DONE, 0, 0)] * 2
+
+
+def test_batch__a_batch_a_worker_took_is_not_closed_under_it(slices, make_policy, now):
+    """A sibling already delivered counts as in flight, though it has claimed nothing yet."""
+    slices.RETENTION_MAX_BATCHES_IN_FLIGHT = 2
+    make_policy(batch_size=2)
+    seed(4, now)
+    queue = Queue(FakeTime(now))
+    run = enqueue(now, queue)
+    dispatch(run, queue)
+    first, second = [p for func, p in queue.published if func == BATCH_TASK]
+    # A worker has taken the second batch (its delivery counted), not claimed yet.
+    RunBatch.objects.filter(token=second["token"]).update(deliveries=1)
+
+    queue.run_batch(first, monotonic=Seconds(1))
+
+    run.refresh_from_db()
+    assert run.status == RunStatus.RUNNING
+    assert RunBatch.objects.get(token=second["token"]).state == BatchState.QUEUED

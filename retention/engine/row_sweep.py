@@ -35,6 +35,7 @@ from retention.engine.rules import ClassRules
 from retention.engine.stepping import Clock
 from retention.models import Disposition, Policy, Run
 from retention.rows.registry import row_class, row_class_required
+from retention.selectors.control import kill_switch_paused
 
 logger = logging.getLogger("retention.engine")
 
@@ -135,12 +136,15 @@ class RowSweep:
         """Pages on the second thread, with its own connection, until the end or a halt.
 
         It may stop at any page: the engine's lane walks the whole keyset
-        after its cursor, and takes what this one leaves. It stops when a
-        delete receiver connects meanwhile, so receivers run on the engine's
-        thread only.
+        after its cursor, and takes what this one leaves. It claims no page
+        once the kill switch is engaged (as the engine's lane, which asks
+        before each of its pages), and it stops when a delete receiver
+        connects meanwhile, so receivers run on the engine's thread only.
         """
         try:
-            while not self.halt.is_set() and not self.second.done and self._plain():
+            while not (self.halt.is_set() or self.second.done or kill_switch_paused()):
+                if not self._plain():
+                    break
                 page = self._page(self.second, size, self.clock())
                 self.finished.put(page)
                 if page.stopped:

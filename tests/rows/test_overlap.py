@@ -18,6 +18,7 @@ from django.db.models.signals import post_delete
 from retention import api
 from retention.digest import key_digest
 from retention.engine import row_sweep, run_execute, run_start
+from retention.engine.rules import run_rules
 from retention.models import DeletionEvent, EventOutcome
 from retention.selectors.evidence import VerifyResult, chain_verify
 from tests.rowhost.models import RequestLog
@@ -150,7 +151,8 @@ def test_overlap__the_kill_switch_stops_both_lanes_in_a_known_state(
     run = run_execute(run=run_start(mode="enforce", data_classes=["logs.request"], now=now))
 
     assert run.status == "paused"
-    # Each lane finishes the page it is on: at most one more each.
+    # The other lane finishes the page it is on, and may have asked the switch
+    # just before the pause committed: at most two pages more.
     assert 3 <= len(pages) <= 5
     assert RequestLog.objects.filter(pk__in=due).exists()
     _agrees(run, due)
@@ -181,3 +183,19 @@ def test_overlap__a_failed_page_of_the_second_lane_ends_the_run_in_error(
     assert run.status == "error"
     assert "database went away" in run.status_reason
     _agrees(run, due)
+
+
+def test_overlap__the_second_lane_claims_no_page_while_the_kill_switch_is_engaged(
+    row_registry: Any, make_policy: Any, now: datetime, author: Any, threads: list[str]
+):
+    _logs_class(make_policy)
+    due = _seed(now)
+    run = run_start(mode="enforce", data_classes=["logs.request"], now=now)
+    sweep = row_sweep.RowSweep(run, "logs.request", run_rules(run)["logs.request"])
+    api.pause(by=author, reason="incident")
+
+    sweep._second_lane(5)  # what its thread runs, here on the test's thread
+
+    assert threads == []
+    assert sweep.finished.get_nowait() is None
+    assert RequestLog.objects.filter(pk__in=due).count() == DUE

@@ -78,16 +78,13 @@ def batch_dispose(
     token = uuid.UUID(payload["token"])
     outcome = ClaimOutcome()
     batch = RunBatch.objects.filter(token=token).select_related("run").first()
-    if batch is None or batch.state in (
-        BatchState.DONE,
-        BatchState.RELEASED,
-        BatchState.UNPUBLISHED,
-    ):
+    if batch is None:
         return outcome
     run = batch.run
     now = clock()
-    # The delivery is counted only while the batch is open: one the advance
-    # closed meanwhile (nothing left for it, ``_idle_batches_close``) is not taken.
+    # The delivery is counted only while the batch is open: one done, released
+    # or never published does nothing, and so does one the advance closed
+    # meanwhile (nothing left for it, ``_idle_batches_close``).
     taken = (
         RunBatch.objects.filter(token=token)
         .exclude(state__in=(BatchState.DONE, BatchState.RELEASED, BatchState.UNPUBLISHED))

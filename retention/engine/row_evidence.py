@@ -101,15 +101,20 @@ class RowEvents:
             last_pk="" if last == "" else str(last),
         )
 
+    def _key_parts(self, outcome: str) -> tuple[str, str, str]:
+        """(version and model, disposition, run suffix) of an event's idempotency key.
+
+        A row is deleted or redacted once; it is skipped (held, protected) or
+        fails again in every run that meets it, and each run records that.
+        """
+        per_run = "" if outcome in DISPOSED else f":{self.run.pk}"
+        return f"{self.rules.version_id}:{self.row.label}", self.rules.disposition, per_run
+
     def add(self, outcome: str, rows: Sequence[Row], *, reason: str = "") -> None:
         if not rows:
             return
-        base = f"{self.rules.version_id}:{self.row.label}"
-        disposition = self.rules.disposition
-        # A row is deleted or redacted once; it is skipped (held, protected) or
-        # fails again in every run that meets it, and each run records that.
-        per_run = "" if outcome in DISPOSED else f":{self.run.pk}"
         if self.row.evidence == "per_row":
+            base, disposition, per_run = self._key_parts(outcome)
             label = self.row.label
             digests = key_digests([f"{label}:{r[0]}" for r in rows])
             for (_pk, at, tenant), digest in zip(rows, digests, strict=True):
@@ -146,9 +151,7 @@ class RowEvents:
 
     def add_groups(self, outcome: str, groups: Sequence[PageGroup], *, reason: str = "") -> None:
         """A ``per_batch`` page's events, one per tenant (the groups of its rows)."""
-        base = f"{self.rules.version_id}:{self.row.label}"
-        disposition = self.rules.disposition
-        per_run = "" if outcome in DISPOSED else f":{self.run.pk}"
+        base, disposition, per_run = self._key_parts(outcome)
         for group in sorted(groups, key=lambda g: "" if g.tenant is None else str(g.tenant)):
             digest = key_digest(group.keys)
             self.events.append(

@@ -20,7 +20,7 @@ from retention.digest import key_digest
 from retention.engine import row_sweep, run_execute, run_start
 from retention.engine.rules import run_rules
 from retention.models import DeletionEvent, EventOutcome
-from retention.selectors.evidence import VerifyResult, chain_verify
+from tests.helpers import chain_ok
 from tests.rowhost.models import RequestLog
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
@@ -57,11 +57,6 @@ def _seed(now: datetime) -> set[int]:
     return set(RequestLog.objects.filter(path__startswith="/old/").values_list("pk", flat=True))
 
 
-def _chain_intact() -> bool:
-    verdicts = [v for v in chain_verify() if isinstance(v, VerifyResult)]
-    return len(verdicts) == 1 and verdicts[0].broken is None
-
-
 @pytest.mark.parametrize("evidence", ["per_row", "per_batch"])
 def test_overlap__two_lanes_delete_every_due_row_once(
     row_registry: Any, make_policy: Any, now: datetime, threads: list[str], evidence: str
@@ -89,7 +84,7 @@ def test_overlap__two_lanes_delete_every_due_row_once(
         assert sum(events.values_list("row_count", flat=True)) == DUE
     run.refresh_from_db()
     assert (run.status, run.claimed, run.deleted) == ("finished", DUE, DUE)
-    assert _chain_intact()
+    chain_ok()
 
 
 def test_overlap__a_class_with_a_delete_signal_keeps_to_the_engines_thread(
@@ -128,7 +123,7 @@ def _agrees(run: Any, due: set[int]) -> None:
     events = DeletionEvent.objects.filter(run=run, outcome=EventOutcome.DELETED).count()
     left = RequestLog.objects.filter(pk__in=due).count()
     assert run.deleted == run.claimed == events == len(due) - left
-    assert _chain_intact()
+    chain_ok()
 
 
 def test_overlap__the_kill_switch_stops_both_lanes_in_a_known_state(

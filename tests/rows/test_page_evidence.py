@@ -17,7 +17,7 @@ from retention import api
 from retention.digest import key_digest
 from retention.engine import run_execute, run_start
 from retention.models import DeletionEvent, EventOutcome, Run
-from retention.selectors.evidence import VerifyResult, chain_verify
+from tests.helpers import chain_ok
 from tests.rowhost.models import RequestLog
 
 pytestmark = pytest.mark.django_db
@@ -64,11 +64,6 @@ def _events(run: Run) -> list[tuple]:
     )
 
 
-def _chain_intact() -> bool:
-    verdicts = [v for v in chain_verify() if isinstance(v, VerifyResult)]
-    return len(verdicts) == 1 and verdicts[0].broken is None
-
-
 @pytest.fixture
 def logs(row_registry: Any, make_policy: Any) -> Any:
     api.register_model(
@@ -94,7 +89,7 @@ def test_page_evidence__per_batch_pages_are_one_event_per_tenant_of_each_page(
     run.refresh_from_db()
     assert (run.claimed, run.deleted) == (11, 11)
     assert list(RequestLog.objects.values_list("path", flat=True)) == ["/new"]
-    assert _chain_intact()
+    chain_ok()
 
 
 def test_page_evidence__a_held_tenant_gets_its_own_events_and_the_rest_the_same(
@@ -114,7 +109,7 @@ def test_page_evidence__a_held_tenant_gets_its_own_events_and_the_rest_the_same(
     run.refresh_from_db()
     assert (run.deleted, run.skipped_held) == (7, 4)
     assert sorted(RequestLog.objects.values_list("tenant_id", flat=True)) == ["t0"] + ["t1"] * 4
-    assert _chain_intact()
+    chain_ok()
 
 
 def test_page_evidence__a_primary_key_used_again_is_deleted_and_evidenced_once(
@@ -139,4 +134,4 @@ def test_page_evidence__a_primary_key_used_again_is_deleted_and_evidenced_once(
     subject = key_digest(f"rowhost.RequestLog:{first.pk}")
     assert DeletionEvent.objects.filter(key_digest=subject).count() == 1
     assert DeletionEvent.objects.filter(run=run).count() == 1
-    assert _chain_intact()
+    chain_ok()

@@ -25,10 +25,15 @@ def key_digest(object_key: str) -> str:
 
 def key_digests(object_keys: Iterable[str]) -> list[str]:
     """``key_digest`` of each key: the key read and its HMAC set up once, for a page."""
+    return [digest.hex() for digest in key_digests_raw(object_keys)]
+
+
+def key_digests_raw(object_keys: Iterable[str]) -> list[bytes]:
+    """``key_digests`` as the 32 bytes of each digest."""
     keyed = hmac.new(_secret(), digestmod=hashlib.sha256)
     digests = []
     for object_key in object_keys:
         mac = keyed.copy()
         mac.update(object_key.encode())
-        digests.append(mac.hexdigest())
+        digests.append(mac.digest())
     return digests

@@ -8,6 +8,12 @@ the algorithm so a customer can re-implement it.
   event about database rows (``kind`` "row") also hashes ``kind``,
   ``row_count``, ``first_pk`` and ``last_pk``; an event about a tracked object
   hashes the fields it always did, so chains written before stay valid.
+- A page event of a class with per-row evidence (``evidence`` "per_row", also
+  hashed) stands for one event per row: each row is a *subject* (its keyed
+  digest and its deadline), whose leaf is SHA-256(0x00 || canonical JSON of
+  ``expires_at`` and ``key_digest``), and the event's ``key_digest`` is the
+  Merkle root of its subjects' leaves in keyset order. A row's receipt is its
+  audit path to that root, then the event's own path to its batch's root.
 - The events finalized together form a batch whose root is the RFC 6962
   Merkle Tree Hash of their leaves (in leaf order); interior nodes are
   SHA-256(0x01 || left || right).
@@ -48,30 +54,41 @@ LEAF_FIELDS = (
 
 # Hashed as well by the events of database rows (kind "row").
 ROW_LEAF_FIELDS = ("kind", "row_count", "first_pk", "last_pk")
+# And by a page event standing for one event per row ("evidence": "per_row").
+PER_ROW = "per_row"
 
 _SORTED_FIELDS = tuple(sorted(LEAF_FIELDS))
 _SORTED_ROW_FIELDS = tuple(sorted(LEAF_FIELDS + ROW_LEAF_FIELDS))
+_SORTED_PER_ROW_FIELDS = tuple(sorted((*LEAF_FIELDS, *ROW_LEAF_FIELDS, "evidence")))
+
+# A row subject as a page event stores it: its 32-byte digest, then its
+# deadline as the 27 ASCII characters of ``timestamp``.
+SUBJECT_DIGEST_SIZE = 32
+SUBJECT_SIZE = SUBJECT_DIGEST_SIZE + 27
 # One encoder for every call: json.dumps builds a new one per call when given
 # options, which is most of the cost of hashing a page of events.
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 
 
-# Cached: a page of events shares one occurred_at, and uploads of one batch
-# often share their expiry; equal datetimes are one instant.
-@functools.lru_cache(maxsize=4096)
-def timestamp(value: datetime) -> str:
-    """RFC 3339, UTC, microseconds, 'Z': one spelling per instant."""
+def stamp(value: datetime) -> str:
+    """RFC 3339, UTC, microseconds, 'Z': one spelling per instant (``timestamp``,
+    uncached: for the deadlines of a page's rows, which are all different)."""
     if value.utcoffset():
         value = value.astimezone(UTC)
-    return (
-        f"{value.year:04d}-{value.month:02d}-{value.day:02d}T{value.hour:02d}:"
-        f"{value.minute:02d}:{value.second:02d}.{value.microsecond:06d}Z"
-    )
+    # isoformat is C; its first 26 characters are the date and time to the microsecond.
+    return value.isoformat(timespec="microseconds")[:26] + "Z"
+
+
+# Cached: a page of events shares one occurred_at, and uploads of one batch
+# often share their expiry; equal datetimes are one instant.
+timestamp = functools.lru_cache(maxsize=4096)(stamp)
 
 
 def canonical(fields: Mapping[str, Any]) -> bytes:
     """Sorted keys, no whitespace, UTF-8: the same bytes for the same fields."""
-    names = _SORTED_ROW_FIELDS if fields.get("kind") == "row" else _SORTED_FIELDS
+    names = _SORTED_FIELDS
+    if fields.get("kind") == "row":
+        names = _SORTED_PER_ROW_FIELDS if "evidence" in fields else _SORTED_ROW_FIELDS
     try:
         body = {name: fields[name] for name in names}
     except KeyError:
@@ -82,6 +99,25 @@ def canonical(fields: Mapping[str, Any]) -> bytes:
 
 def leaf_hash(fields: Mapping[str, Any]) -> bytes:
     return hashlib.sha256(b"\x00" + canonical(fields)).digest()
+
+
+def subject_leaf(key_digest: str, expires_at: str) -> bytes:
+    """The leaf of one row under its per-row page event (``timestamp`` spelling)."""
+    text = _ENCODER.encode({"expires_at": expires_at, "key_digest": key_digest})
+    return hashlib.sha256(b"\x00" + text.encode()).digest()
+
+
+def subjects_unpack(blob: bytes) -> list[tuple[str, str]]:
+    """A page event's stored subjects: (key digest in hex, deadline) in keyset order."""
+    if len(blob) % SUBJECT_SIZE:
+        raise ValueError("the stored row subjects are not whole entries")
+    return [
+        (
+            blob[at : at + SUBJECT_DIGEST_SIZE].hex(),
+            blob[at + SUBJECT_DIGEST_SIZE : at + SUBJECT_SIZE].decode("ascii"),
+        )
+        for at in range(0, len(blob), SUBJECT_SIZE)
+    ]
 
 
 def _node(left: bytes, right: bytes) -> bytes:
@@ -97,12 +133,21 @@ def _split(n: int) -> int:
 
 
 def merkle_root(leaves: Sequence[bytes]) -> bytes:
+    """RFC 6962's Merkle Tree Hash, built bottom-up: pairing neighbours level by
+    level and carrying a last, unpaired node up unchanged gives the same tree as
+    the RFC's split at the largest power of two (and runs for every page)."""
     if not leaves:
         return hashlib.sha256(b"").digest()
-    if len(leaves) == 1:
-        return leaves[0]
-    k = _split(len(leaves))
-    return _node(merkle_root(leaves[:k]), merkle_root(leaves[k:]))
+    level = list(leaves)
+    sha256 = hashlib.sha256
+    while len(level) > 1:
+        paired = [
+            sha256(b"\x01" + level[i] + level[i + 1]).digest() for i in range(0, len(level) - 1, 2)
+        ]
+        if len(level) % 2:
+            paired.append(level[-1])
+        level = paired
+    return level[0]
 
 
 def inclusion_path(leaves: Sequence[bytes], index: int) -> list[bytes]:

@@ -6,7 +6,9 @@
         [--chain-head chain-head.json]
 
 A receipt carries the event's fields, its leaf index in its batch, the
-audit path to the batch root, and the batch's link in the chain. The chain
+audit path to the batch root, and the batch's link in the chain; a row's
+receipt under a per-row page event also carries the row (its key digest,
+deadline, index) and its audit path to the event's ``key_digest``. The chain
 head file carries the head's chain hash and the links (seq, size, root) of
 every batch after the receipt's, so the verifier can walk from the receipt's
 batch to the head. A signed head (an anchor, ``retention.anchoring.signing``)
@@ -49,6 +51,10 @@ def verify_receipt(receipt: dict[str, Any], head: dict[str, Any]) -> list[str]:
     """Return the problems found; an empty list means the receipt verifies."""
     try:
         batch = receipt["batch"]
+        if "row" in receipt:
+            problem = _row_problem(receipt["row"], receipt["event"])
+            if problem is not None:
+                return [problem]
         leaf = evidence.leaf_hash(receipt["event"])
         if receipt.get("event_hash") and _hex(receipt["event_hash"], "event_hash") != leaf:
             return ["the event's fields do not hash to its event_hash"]
@@ -82,6 +88,18 @@ def verify_receipt(receipt: dict[str, Any], head: dict[str, Any]) -> list[str]:
     except ValueError as exc:
         return [f"malformed receipt or chain head: {exc}"]
     return []
+
+
+def _row_problem(row: Mapping[str, Any], event: Mapping[str, Any]) -> str | None:
+    """Whether a row's receipt is one of the rows its per-row page event stands for."""
+    if event.get("evidence") != evidence.PER_ROW:
+        return "the receipt names a row, but its event is not a per-row page event"
+    leaf = evidence.subject_leaf(str(row["key_digest"]), str(row["expires_at"]))
+    path = [_hex(node, "row path node") for node in row["path"]]
+    root = evidence.root_from_path(leaf, int(row["index"]), int(event["row_count"]), path)
+    if root != _hex(event["key_digest"], "the event's key_digest"):
+        return "the row is not among its event's rows: its audit path gives another root"
+    return None
 
 
 def _links(head: Mapping[str, Any]) -> dict[int, tuple[int, bytes]]:

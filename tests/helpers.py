@@ -92,3 +92,32 @@ def database_restore(path: Path) -> None:
     RetentionRecord.objects.all().delete()
     ChainHead.objects.all().delete()
     call_command("loaddata", str(path), stdout=StringIO())
+
+
+class RowEvent:
+    """One row's event, whatever its shape: a per-row page event's row, or an event.
+
+    Reads as the event it belongs to, with the row's own ``key_digest`` and
+    ``expires_at`` (RFC 3339) in place of the page event's.
+    """
+
+    def __init__(self, event: DeletionEvent, key_digest: str, expires_at: str) -> None:
+        self.event, self.key_digest, self.expires_at = event, key_digest, expires_at
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.event, name)
+
+
+def row_events(events: Any) -> list[RowEvent]:
+    """``events`` (a queryset or list) with each per-row page event spread into its rows."""
+    from retention import evidence
+    from retention.selectors.evidence import row_subjects
+
+    spread: list[RowEvent] = []
+    for event in events:
+        subjects = row_subjects(event)
+        if subjects:
+            spread.extend(RowEvent(event, s.key_digest, s.expires_at) for s in subjects)
+        else:
+            spread.append(RowEvent(event, event.key_digest, evidence.timestamp(event.expires_at)))
+    return spread

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 import hashlib
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
@@ -41,6 +41,52 @@ def test_merkle_root__matches_rfc6962_shape_for_three_leaves():
     a, b, c = leaves(3)
     node = lambda left, right: hashlib.sha256(b"\x01" + left + right).digest()  # noqa: E731
     assert evidence.merkle_root([a, b, c]) == node(node(a, b), c)
+
+
+def _rfc6962_root(items: list[bytes]) -> bytes:
+    """The RFC's recursive definition, written out: split at the largest power of two."""
+    if not items:
+        return hashlib.sha256(b"").digest()
+    if len(items) == 1:
+        return items[0]
+    k = 1
+    while k * 2 < len(items):
+        k *= 2
+    return hashlib.sha256(b"\x01" + _rfc6962_root(items[:k]) + _rfc6962_root(items[k:])).digest()
+
+
+def test_merkle_root__bottom_up_gives_the_rfc6962_tree_for_every_size():
+    for size in range(0, 300):
+        assert evidence.merkle_root(leaves(size)) == _rfc6962_root(leaves(size)), size
+
+
+@pytest.mark.parametrize(
+    "when",
+    [
+        datetime(2026, 3, 14, 12, 0, tzinfo=UTC),
+        datetime(2026, 3, 14, 7, 5, 9, 30, tzinfo=timezone(timedelta(hours=-5))),
+        datetime(999, 1, 2, 3, 4, 5, 6, tzinfo=UTC),
+        datetime(2026, 3, 14, 12, 0, 0, 1),
+    ],
+)
+def test_stamp__one_spelling_per_instant_whatever_the_zone(when):
+    utc = when.astimezone(UTC) if when.tzinfo else when
+    spelled = (
+        f"{utc.year:04d}-{utc.month:02d}-{utc.day:02d}T{utc.hour:02d}:{utc.minute:02d}:"
+        f"{utc.second:02d}.{utc.microsecond:06d}Z"
+    )
+    assert evidence.stamp(when) == evidence.timestamp(when) == spelled
+    assert len(spelled) == evidence.SUBJECT_SIZE - evidence.SUBJECT_DIGEST_SIZE
+
+
+def test_subject_leaf__is_the_canonical_json_of_its_two_fields():
+    digest, at = "ab" * 32, "2026-03-14T12:00:00.000000Z"
+    text = f'{{"expires_at":"{at}","key_digest":"{digest}"}}'.encode()
+    assert evidence.subject_leaf(digest, at) == hashlib.sha256(b"\x00" + text).digest()
+    blob = bytes.fromhex(digest) + at.encode()
+    assert evidence.subjects_unpack(blob * 2) == [(digest, at), (digest, at)]
+    with pytest.raises(ValueError):
+        evidence.subjects_unpack(blob[:-1])
 
 
 def test_root_from_path__rejects_paths_of_the_wrong_length():
@@ -112,3 +158,8 @@ def test_event_leaf__fast_path_hashes_exactly_like_the_reference(db):
             event.record_id, event.kind = None, "row"
             event.row_count, event.first_pk, event.last_pk = count, first, last or text
             assert event_leaf(event) == evidence.leaf_hash(event_fields(event))
+        # A per-row page event hashes that it is one, too.
+        plain = event_leaf(event)
+        event.evidence = evidence.PER_ROW
+        assert event_leaf(event) == evidence.leaf_hash(event_fields(event)) != plain
+        event.evidence = ""

@@ -15,7 +15,7 @@ from django.db.models import Q, QuerySet
 from django.http import HttpRequest
 from django.urls import reverse
 from django.utils import timezone
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 
 from retention import services
 from retention.admin.base import (
@@ -30,9 +30,12 @@ from retention.admin.base import (
 )
 from retention.digest import key_digest
 from retention.models import DeletionEvent, RetentionRecord
+from retention.selectors.evidence import row_subjects
 from retention.services.policies import APPROVE_PERMISSION
 
 _DIGEST = re.compile(r"^[0-9a-f]{64}$")
+# The rows of a per-row page event listed on its page (up to a page of them).
+ROWS_SHOWN = 100
 
 
 def _search(queryset: QuerySet[ModelT], term: str, *, record_field: str) -> QuerySet[ModelT]:
@@ -196,11 +199,32 @@ class DeletionEventAdmin(CsvExportMixin[DeletionEvent], ReadOnlyAdmin[DeletionEv
         "expires_at",
         "idempotency_key",
     )
+    readonly_fields = ("rows",)
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[DeletionEvent]:
+        # A per-row page event's rows are read on its own page only (``rows``).
+        return super().get_queryset(request).defer("row_subjects")
 
     def get_search_results(
         self, request: HttpRequest, queryset: QuerySet[DeletionEvent], search_term: str
     ) -> tuple[QuerySet[DeletionEvent], bool]:
         return _search(queryset, search_term, record_field="record_id"), False
+
+    @admin.display(description="rows (per-row evidence)")
+    def rows(self, obj: DeletionEvent) -> str:
+        subjects = row_subjects(obj)
+        if not subjects:
+            return "—"
+        shown = format_html_join(
+            "", "<li>{} due {}</li>", ((s.key_digest, s.expires_at) for s in subjects[:ROWS_SHOWN])
+        )
+        more = f" (the first {ROWS_SHOWN} shown)" if len(subjects) > ROWS_SHOWN else ""
+        return format_html(
+            "{} row(s), each an event of its own: key digest and deadline{}<ol start=0>{}</ol>",
+            len(subjects),
+            more,
+            shown,
+        )
 
     @admin.display(description="policy")
     def policy(self, obj: DeletionEvent) -> str:

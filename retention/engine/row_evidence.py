@@ -1,32 +1,56 @@
 """The events of model rows: one per row, or one per page (``evidence="per_batch"``).
 
 A row is named by a keyed digest of its model label and primary key, never
-by its field values. A page event carries the count, the first and last
-primary keys and a keyed digest over the page's keys, so an auditor holding
-the table can recompute it. Both kinds go into the same hash chain as the
-events of tracked objects, in the page's transaction.
+by its field values. A ``per_batch`` page event carries the count, the first
+and last primary keys and a keyed digest over the page's keys, so an auditor
+holding the table can recompute it. Both kinds go into the same hash chain as
+the events of tracked objects, in the page's transaction.
+
+``per_row`` evidence is one event per row in a compact shape: a page event
+per tenant and outcome stores its rows' subjects (digest and deadline) and
+commits to them through their Merkle root, and each row's idempotency key
+(policy version + row + disposition) goes into ``RowEventKey``. A full event
+row per deleted row, with its seven indexes, cost four times the delete.
+The keys are written before the chain's lock is taken, so concurrent pages
+only queue for the page events themselves.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from retention.digest import key_digest, key_digests
+from django.db import models
+
+from retention import evidence
+from retention.digest import key_digest, key_digests_raw
 from retention.engine.ledger import run_counts_sql
 from retention.engine.rules import ClassRules
 from retention.models import EventKind, EventOutcome, Run
 from retention.rows.registry import RowClass
 from retention.services.evidence import NewEvent, events_append
+from retention.services.row_keys import row_keys_record
 
 # (pk, time, tenant) of a row, as pages read them.
 Row = tuple[Any, datetime, Any]
+# (pk, tenant, deadline as ``evidence.stamp`` spells it) of a row of a per-row page.
+StampedRow = tuple[Any, Any, str]
 DISPOSED = (EventOutcome.DELETED, EventOutcome.REDACTED)
+
+# A row's idempotency key (policy version + row + disposition, and for an
+# outcome recorded per run, the outcome and the run) is stored in 128 bits
+# (``RowEventKey``). For an integer primary key: 64 bits of SHA-256 of the
+# rest, then the key itself (offset to sort as unsigned), so a page's rows,
+# consecutive in a log, write neighbouring index entries: random keys cost
+# twice as much a page at a million rows and grow with the table. Otherwise
+# the first 128 bits of SHA-256 of the whole key, the row named by its digest.
+INT_KEY_OFFSET = 1 << 63
 
 # Set while a page is done again after its events met a recorded key.
 _look_up: ContextVar[bool] = ContextVar("retention_row_keys_looked_up", default=False)
@@ -54,12 +78,45 @@ class PageGroup:
     latest_at: datetime
 
 
+@dataclass(slots=True)
+class Subjects:
+    """A tenant's rows of a page under one outcome, for their per-row page event.
+
+    Per row, in keyset order: its primary key, its deadline, its leaf under
+    the event, its stored subject (digest and deadline) and its idempotency
+    key (32 hex digits: ``RowEventKey``).
+    """
+
+    outcome: str
+    tenant: Any
+    reason: str
+    # Their keys written already, by the statement that disposed of them (no ``keys``).
+    recorded: bool = False
+    pks: list[Any] = field(default_factory=list)
+    dues: list[str] = field(default_factory=list)
+    leaves: list[bytes] = field(default_factory=list)
+    packed: list[bytes] = field(default_factory=list)
+    keys: list[str] = field(default_factory=list)
+
+    def keep(self, new: set[str]) -> None:
+        """Keep the rows whose keys are ``new``: leave out those recorded before."""
+        kept = [i for i, key in enumerate(self.keys) if key in new]
+        if len(kept) == len(self.keys):
+            return
+        for name in ("pks", "dues", "leaves", "packed", "keys"):
+            values = getattr(self, name)
+            setattr(self, name, [values[i] for i in kept])
+
+
 class RowEvents:
     """Collects a page's events, then appends them to the chain in one batch."""
 
     def __init__(self, *, run: Run, row: RowClass, rules: ClassRules, now: datetime) -> None:
         self.run, self.row, self.rules, self.now = run, row, rules, now
         self.events: list[NewEvent] = []
+        # By (outcome, reason, tenant, keys recorded): one page event each.
+        self.subjects: dict[tuple[str, str, Any, bool], Subjects] = {}
+        self.int_keys = isinstance(row.model._meta.pk, models.IntegerField)
         # Rows cut by their age are due at time + period; rows with a deadline at it.
         self.period = timedelta(0)
         if not row.by_expiry and rules.row_cutoff is not None:
@@ -114,23 +171,7 @@ class RowEvents:
         if not rows:
             return
         if self.row.evidence == "per_row":
-            base, disposition, per_run = self._key_parts(outcome)
-            label = self.row.label
-            digests = key_digests([f"{label}:{r[0]}" for r in rows])
-            for (_pk, at, tenant), digest in zip(rows, digests, strict=True):
-                key = f"{base}:{digest}:{disposition}"
-                if outcome not in DISPOSED:
-                    key = f"{key}:{outcome}{per_run}"
-                self.events.append(
-                    self._event(
-                        key=key,
-                        outcome=outcome,
-                        digest=digest,
-                        tenant=tenant,
-                        due=at + self.period,
-                        reason=reason,
-                    )
-                )
+            self._add_subjects(outcome, rows, reason)
             return
         # One event per tenant of the page: receipts stay per tenant.
         tenants: dict[Any, list[Row]] = {}
@@ -168,6 +209,111 @@ class RowEvents:
                 )
             )
 
+    def _add_subjects(self, outcome: str, rows: Sequence[Row], reason: str) -> None:
+        """``per_row``: each row under its tenant's page event of this outcome."""
+        period, stamp = self.period, evidence.stamp
+        self.add_stamped(
+            outcome, [(pk, tenant, stamp(at + period)) for pk, at, tenant in rows], reason=reason
+        )
+
+    def _key_affixes(self, outcome: str) -> tuple[str, str]:
+        """(prefix, suffix) of a row's idempotency key around the row's digest."""
+        base, disposition, per_run = self._key_parts(outcome)
+        suffix = f":{disposition}" if outcome in DISPOSED else f":{disposition}:{outcome}{per_run}"
+        return f"{base}:", suffix
+
+    def int_key_scope(self, outcome: str) -> str | None:
+        """The first 16 hex digits of a row's key of ``outcome``, when its primary key
+        is an integer (``INT_KEY_OFFSET``): the rest is the key itself."""
+        if not self.int_keys:
+            return None
+        prefix, suffix = self._key_affixes(outcome)
+        return hashlib.sha256(f"{prefix}{suffix}".encode()).hexdigest()[:16]
+
+    def statement_key_scope(self, outcome: str) -> str | None:
+        """``int_key_scope``, for a statement disposing of rows to write their keys
+        with; None when the page looks its keys up instead (``keys_looked_up``)."""
+        return None if _look_up.get() else self.int_key_scope(outcome)
+
+    def add_stamped(
+        self,
+        outcome: str,
+        rows: Sequence[StampedRow],
+        *,
+        reason: str = "",
+        keys_recorded: bool = False,
+    ) -> None:
+        """``per_row`` rows given with their deadlines spelled (``evidence.stamp``) already.
+
+        ``keys_recorded``: the statement that disposed of the rows wrote their
+        keys too (``int_key_scope``). The inner loop of a per-row page (a
+        thousand rows): one keyed digest and one leaf hash a row (and a key),
+        strings built directly (``evidence.subject_leaf`` spells the same
+        leaf; a test holds them equal).
+        """
+        prefix, suffix = self._key_affixes(outcome)
+        sha256 = hashlib.sha256
+        scope = None if keys_recorded else self.int_key_scope(outcome)
+        digests = key_digests_raw([f"{self.row.label}:{r[0]}" for r in rows])
+        groups = self.subjects
+        for (pk, tenant, due), raw in zip(rows, digests, strict=True):
+            group = groups.get((outcome, reason, tenant, keys_recorded))
+            if group is None:
+                group = Subjects(outcome, tenant, reason, keys_recorded)
+                groups[(outcome, reason, tenant, keys_recorded)] = group
+            digest = raw.hex()
+            group.pks.append(pk)
+            group.dues.append(due)
+            group.leaves.append(
+                sha256(f'\x00{{"expires_at":"{due}","key_digest":"{digest}"}}'.encode()).digest()
+            )
+            group.packed.append(raw + due.encode())
+            if keys_recorded:
+                continue
+            group.keys.append(
+                f"{scope}{pk + INT_KEY_OFFSET:016x}"
+                if scope
+                else sha256(f"{prefix}{digest}{suffix}".encode()).hexdigest()[:32]
+            )
+
+    def _subject_events(self, *, trusted: bool) -> None:
+        """Record the rows' keys, then add one page event per group of new rows.
+
+        Trusted (rows disposed of in this transaction), a recorded key raises
+        ``EventsRecorded`` on PostgreSQL; otherwise, and on SQLite, rows whose
+        keys are recorded are left out.
+        """
+        groups = sorted(
+            self.subjects.values(),
+            key=lambda g: (g.outcome, g.reason, "" if g.tenant is None else str(g.tenant)),
+        )
+        self.subjects = {}
+        new = row_keys_record([key for g in groups for key in g.keys], trusted=trusted)
+        for group in groups:
+            if not group.recorded:
+                group.keep(new)
+            if group.pks:
+                self.events.append(self._subject_event(group))
+
+    def _subject_event(self, group: Subjects) -> NewEvent:
+        root = evidence.merkle_root(group.leaves).hex()
+        base, disposition, per_run = self._key_parts(group.outcome)
+        event = self._event(
+            key=f"{base}:{disposition}:{group.outcome}:rows:{root}{per_run}",
+            outcome=group.outcome,
+            digest=root,
+            tenant=group.tenant,
+            # One spelling, fixed width: the greatest string is the latest instant.
+            due=datetime.fromisoformat(max(group.dues)),
+            reason=group.reason,
+            count=len(group.pks),
+            first=group.pks[0],
+            last=group.pks[-1],
+        )
+        event.evidence = evidence.PER_ROW
+        event.row_subjects = b"".join(group.packed)
+        return event
+
     def append(self, *, counts: Counter[str] | None = None) -> None:
         """Append the collected events, with the page's run ``counts`` (inside its transaction).
 
@@ -178,7 +324,14 @@ class RowEvents:
         ``rows_page`` does it again under ``keys_looked_up()``.
         """
         also = run_counts_sql(self.run.pk, counts) if counts else None
-        trusted = not _look_up.get() and all(e.outcome in DISPOSED for e in self.events)
+        trusted = (
+            not _look_up.get()
+            and all(e.outcome in DISPOSED for e in self.events)
+            and all(outcome in DISPOSED for outcome, _reason, _tenant, _done in self.subjects)
+        )
+        if self.subjects:
+            # Before the chain's lock: a page's thousand keys do not hold it.
+            self._subject_events(trusted=trusted)
         events_append(
             self.events,
             run_id=self.run.pk,

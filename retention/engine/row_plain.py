@@ -10,19 +10,21 @@ path of ``retention.engine.rows`` goes through.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
+from django.conf import settings as django_settings
 from django.core.exceptions import FieldDoesNotExist
-from django.db import connections, models, router
+from django.db import IntegrityError, connections, models, router
 from django.db.models.deletion import Collector
 
 from retention.engine.row_evidence import PageGroup, RowEvents
 from retention.engine.row_select import RowCursor, RowPage, locked_page
 from retention.engine.rules import ClassRules
-from retention.models import EventOutcome, Run
+from retention.models import EventOutcome, RowEventKey, Run
 from retention.rows.cascade import cascade_models, label
 from retention.rows.registry import RowClass
+from retention.services.evidence import EventsRecorded
 
 
 class CascadeViolation(Exception):
@@ -135,14 +137,42 @@ def delete_returning(
         f"RETURNING {pk} AS pk, {at} AS at, {tenant or 'NULL'} AS tenant"
     )
     gone = f"WITH gone AS ({gone}) "
+    events = RowEvents(run=run, row=row, rules=rules, now=now)
     groups: list[PageGroup] | None = None
     rows: list[tuple[Any, datetime, Any]] = []
+    stamped: list[tuple[Any, Any, str]] | None = None
+    keys_recorded = False
     with connection.cursor() as db_cursor:
         if row.evidence == "per_batch" and _keys_as_text(row):
             db_cursor.execute(f"{gone}{_BY_TENANT}", params)
             groups = [PageGroup(*line) for line in db_cursor.fetchall()]
             seen = sum(group.count for group in groups)
             last = max(((g.latest_at, g.last) for g in groups), default=None)
+        elif row.evidence == "per_row" and _stamped_in_sql(row):
+            # Each row's deadline spelled by the server: no timestamp parsed in
+            # Python; an integer key's row key written by the same statement.
+            scope = events.statement_key_scope(EventOutcome.DELETED)
+            if router.db_for_write(RowEventKey) != db:
+                scope = None  # the keys' table is not on the rows' database
+            keys = f", keys AS ({_row_keys_insert()}) " if scope else " "
+            try:
+                db_cursor.execute(
+                    f"{gone.rstrip()}{keys}SELECT pk, tenant, {_STAMP} FROM gone ORDER BY at, pk",
+                    [
+                        *params,
+                        *([scope] if scope else []),
+                        events.period // timedelta(microseconds=1),
+                    ],
+                )
+            except IntegrityError as exc:
+                raise EventsRecorded(str(exc)) from exc
+            keys_recorded = scope is not None
+            stamped = db_cursor.fetchall()
+            seen = len(stamped)
+            last = None
+            if stamped:
+                pk_last, _tenant, deadline = stamped[-1]
+                last = (datetime.fromisoformat(deadline) - events.period, pk_last)
         else:
             db_cursor.execute(f"{gone}SELECT pk, at, tenant FROM gone", params)
             # RETURNING follows no order; the keyset (and the events) do.
@@ -154,15 +184,45 @@ def delete_returning(
         return
     refuse_outside(rules, row, {label(row.model)})
     result.cursor = last
-    events = RowEvents(run=run, row=row, rules=rules, now=now)
     if groups is not None:
         events.add_groups(EventOutcome.DELETED, groups)
+    elif stamped is not None:
+        events.add_stamped(EventOutcome.DELETED, stamped, keys_recorded=keys_recorded)
     else:
         events.add(EventOutcome.DELETED, rows)
     result.counts["claimed"] += seen
     result.counts["deleted"] += seen
     events.append(counts=result.counts)
 
+
+def _stamped_in_sql(row: RowClass) -> bool:
+    """Whether the server can spell a row's deadline as ``evidence.stamp`` does.
+
+    A timestamp with a time zone (a DateTimeField with USE_TZ), turned to
+    UTC; other columns go through Python, which reads them as Django does.
+    """
+    try:
+        field = row.model._meta.get_field(row.time_field)
+    except FieldDoesNotExist:
+        return False
+    return isinstance(field, models.DateTimeField) and bool(django_settings.USE_TZ)
+
+
+def _row_keys_insert() -> str:
+    """The row keys of ``gone``'s integer keys: a scope parameter, then the key
+    offset to sort as unsigned (``row_evidence.INT_KEY_OFFSET``), in hex."""
+    table = connections[router.db_for_write(RowEventKey)].ops.quote_name(RowEventKey._meta.db_table)
+    return (
+        f"INSERT INTO {table} (key) SELECT "
+        "(%s || lpad(to_hex(pk::bigint # x'8000000000000000'::bigint), 16, '0'))::uuid FROM gone"
+    )
+
+
+# A row's deadline (its time + the period, in microseconds), spelled as ``evidence.stamp``.
+_STAMP = (
+    "to_char((at + %s * interval '1 microsecond') AT TIME ZONE 'UTC', "
+    '\'YYYY-MM-DD"T"HH24:MI:SS.US"Z"\')'
+)
 
 # A page's deleted rows, one line per tenant (``PageGroup``'s fields).
 _BY_TENANT = (

@@ -16,6 +16,7 @@ from retention.models.events import (
     EventBatch,
     EventKind,
     EventOutcome,
+    RowEventKey,
 )
 from retention.models.policies import (
     DataClassMode,
@@ -77,6 +78,7 @@ __all__ = [
     "RecordQuerySet",
     "RecordState",
     "RetentionRecord",
+    "RowEventKey",
     "Run",
     "RowMark",
     "RowSkip",

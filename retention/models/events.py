@@ -67,6 +67,13 @@ class DeletionEvent(models.Model):
     row_count = models.PositiveIntegerField(null=True, blank=True)
     first_pk = models.CharField(max_length=100, blank=True, default="", db_default="")
     last_pk = models.CharField(max_length=100, blank=True, default="", db_default="")
+    # "per_row": a page event standing for one event per row. Its rows'
+    # subjects (keyed digest and deadline each, ``evidence.subjects_unpack``)
+    # are stored here, their Merkle root is its key_digest, and each row's
+    # idempotency key is in RowEventKey.
+    # Up to a page of rows' worth of bytes: lists of events defer it.
+    evidence = models.CharField(max_length=10, blank=True, default="", db_default="")
+    row_subjects = models.BinaryField(null=True, blank=True, editable=False)
     run = models.ForeignKey(
         Run, null=True, blank=True, on_delete=models.PROTECT, related_name="events"
     )
@@ -106,6 +113,25 @@ class DeletionEvent(models.Model):
 
     def __str__(self) -> str:
         return f"Event #{self.pk} record {self.record_id}: {self.outcome}"
+
+
+class RowEventKey(models.Model):
+    """The idempotency key of one row's event under a per-row page event.
+
+    Policy version + row + disposition, as an object's event has, unique,
+    so a replay records no row twice: stored as the first 128 bits of the
+    key's SHA-256 (a UUID column: 16 bytes, one index), since a page of rows
+    writes a thousand of them and a full event row each would cost several
+    times the delete itself.
+    """
+
+    key = models.UUIDField(primary_key=True)
+
+    class Meta:
+        verbose_name = "row event key"
+
+    def __str__(self) -> str:
+        return str(self.key)
 
 
 class EventBatch(models.Model):

@@ -14,14 +14,14 @@ app_name = "retention_api"
 urlpatterns: list[URLPattern] = []
 
 if apps.is_installed("retention.rest"):
-    from retention.rest.apis import (
+    from retention.rest.apis import DeletionListApi, DeletionReportApi
+    from retention.rest.control import RunDetailApi, RunStartApi
+    from retention.rest.proofs import (
         ChainHeadApi,
         ChainKeyApi,
-        DeletionListApi,
         DeletionReceiptApi,
-        DeletionReportApi,
+        DeletionRowsApi,
     )
-    from retention.rest.control import RunDetailApi, RunStartApi
 
     urlpatterns = [
         path("deletions/", DeletionListApi.as_view(), name="deletion-list"),
@@ -33,6 +33,7 @@ if apps.is_installed("retention.rest"):
             DeletionReceiptApi.as_view(),
             name="deletion-receipt",
         ),
+        path("deletions/<str:receipt_id>/rows/", DeletionRowsApi.as_view(), name="deletion-rows"),
         path("runs/", RunStartApi.as_view(), name="run-start"),
         path("runs/<str:run_id>/", RunDetailApi.as_view(), name="run-detail"),
     ]

@@ -40,7 +40,45 @@ def event_fields(event: Any) -> dict[str, Any]:
             first_pk=event.first_pk,
             last_pk=event.last_pk,
         )
+        if event.evidence:
+            fields["evidence"] = event.evidence
     return fields
+
+
+@dataclass(frozen=True, slots=True)
+class RowSubject:
+    """One row's event under a per-row page event: its place, digest and deadline."""
+
+    index: int
+    key_digest: str
+    expires_at: str
+
+
+def row_subjects(event: DeletionEvent) -> list[RowSubject]:
+    """The rows a per-row page event stands for, in keyset order (empty for other events)."""
+    if event.evidence != evidence.PER_ROW:
+        return []
+    if "row_subjects" in event.get_deferred_fields():
+        event.refresh_from_db(fields=["row_subjects"])
+    blob = event.row_subjects
+    return [
+        RowSubject(index, digest, at)
+        for index, (digest, at) in enumerate(evidence.subjects_unpack(bytes(blob or b"")))
+    ]
+
+
+def _subjects_problem(event: DeletionEvent) -> str | None:
+    """Why a per-row page event's stored rows do not match what it hashed, or None."""
+    try:
+        subjects = evidence.subjects_unpack(bytes(event.row_subjects or b""))
+    except (ValueError, UnicodeDecodeError):
+        return f"event {event.pk}: its stored rows are malformed"
+    if len(subjects) != event.row_count:
+        return f"event {event.pk}: it counts {event.row_count} rows and stores {len(subjects)}"
+    root = evidence.merkle_root([evidence.subject_leaf(d, at) for d, at in subjects])
+    if root.hex() != event.key_digest:
+        return f"event {event.pk}: its stored rows do not hash to its key digest"
+    return None
 
 
 # --------------------------------------------------------------------------
@@ -61,6 +99,7 @@ class VerifyResult:
 
 
 def _batch_events(batch: EventBatch) -> list[DeletionEvent]:
+    # Every field, the rows of per-row page events too: the walk checks them.
     return list(DeletionEvent.objects.filter(batch=batch).order_by("leaf_index", "id"))
 
 
@@ -112,6 +151,11 @@ def chain_verify(
             if leaf.hex() != event.event_hash:
                 yield result(f"event {event.pk} (batch {batch.seq}) was altered after recording")
                 return
+            if event.evidence == evidence.PER_ROW:
+                problem = _subjects_problem(event)
+                if problem is not None:
+                    yield result(f"{problem} (batch {batch.seq}): altered after recording")
+                    return
             leaves.append(leaf)
         root = evidence.merkle_root(leaves)
         if root.hex() != batch.root:
@@ -159,15 +203,22 @@ def batch_leaves(batch_id: int) -> list[bytes]:
     ]
 
 
-def receipt_for(event: DeletionEvent, *, leaves: Sequence[bytes] | None = None) -> dict[str, Any]:
-    """The event with its inclusion proof; ``leaves`` may pass the batch's leaves."""
+def receipt_for(
+    event: DeletionEvent, *, leaves: Sequence[bytes] | None = None, row: str | None = None
+) -> dict[str, Any]:
+    """The event with its inclusion proof; ``leaves`` may pass the batch's leaves.
+
+    With ``row`` (a key digest), the receipt of that row under a per-row page
+    event: the same, plus the row's subject and its audit path to the
+    event's ``key_digest``. ``LookupError`` when the event has no such row.
+    """
     batch = event.batch
     if batch is None or event.leaf_index is None:
         raise ValueError(f"event {event.pk} is not chained")
     if leaves is None:
         leaves = batch_leaves(batch.pk)
     path = evidence.inclusion_path(leaves, event.leaf_index)
-    return {
+    receipt: dict[str, Any] = {
         "event": event_fields(event),
         "event_hash": event.event_hash,
         "leaf_index": event.leaf_index,
@@ -179,6 +230,23 @@ def receipt_for(event: DeletionEvent, *, leaves: Sequence[bytes] | None = None) 
             "previous_chain": batch.previous_chain,
             "chain": batch.chain,
         },
+    }
+    if row is not None:
+        receipt["row"] = _row_proof(event, row)
+    return receipt
+
+
+def _row_proof(event: DeletionEvent, row: str) -> dict[str, Any]:
+    subjects = row_subjects(event)
+    index = next((s.index for s in subjects if s.key_digest == row), None)
+    if index is None:
+        raise LookupError(f"event {event.pk} stands for no row {row}")
+    leaves = [evidence.subject_leaf(s.key_digest, s.expires_at) for s in subjects]
+    return {
+        "key_digest": row,
+        "expires_at": subjects[index].expires_at,
+        "index": index,
+        "path": [node.hex() for node in evidence.inclusion_path(leaves, index)],
     }
 
 

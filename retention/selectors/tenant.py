@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from django.db.models import Count, F, Q, QuerySet
+from django.db.models import Count, F, Q, QuerySet, Sum, Value
+from django.db.models.functions import Coalesce
 
 from retention.models import (
     DeletionEvent,
@@ -74,7 +75,8 @@ def deletion_receipts(
 
     ``since`` is inclusive and ``until`` exclusive, both on the deletion time.
     """
-    receipts = DeletionEvent.objects.filter(
+    # A per-row page event's rows stay behind: ``row_subjects`` reads them.
+    receipts = DeletionEvent.objects.defer("row_subjects").filter(
         tenant_id=tenant_id_required(tenant_id), outcome__in=RECEIPT_OUTCOMES
     )
     if since is not None:
@@ -195,13 +197,17 @@ def deletion_report(
         )
 
     receipts = deletion_receipts(tenant_id=tenant_id, since=since, until=until)
+    # An event of a page of rows counts its rows; its deadline is the page's
+    # latest, so its rows are late when that one was missed.
+    rows = Coalesce("row_count", Value(1))
     for row in receipts.values("data_class").annotate(
-        deleted=Count("id", filter=Q(outcome=EventOutcome.DELETED)),
-        already_absent=Count("id", filter=Q(outcome=EventOutcome.ALREADY_ABSENT)),
-        missing=Count("id", filter=Q(outcome=EventOutcome.MISSING)),
-        late=Count(
-            "id",
+        deleted=Sum(rows, filter=Q(outcome=EventOutcome.DELETED), default=0),
+        already_absent=Sum(rows, filter=Q(outcome=EventOutcome.ALREADY_ABSENT), default=0),
+        missing=Sum(rows, filter=Q(outcome=EventOutcome.MISSING), default=0),
+        late=Sum(
+            rows,
             filter=Q(occurred_at__gt=F("expires_at") + promise, outcome__in=DELETED_OUTCOMES),
+            default=0,
         ),
     ):
         entry(row["data_class"]).update(

@@ -58,6 +58,9 @@ class NewEvent:
     row_count: int | None = None
     first_pk: str = ""
     last_pk: str = ""
+    # A per-row page event ("per_row"): its rows' subjects, packed.
+    evidence: str = ""
+    row_subjects: bytes | None = None
 
 
 # The columns an append writes, in DeletionEvent's attribute names.
@@ -84,6 +87,8 @@ _INSERTED = (
     "row_count",
     "first_pk",
     "last_pk",
+    "evidence",
+    "row_subjects",
 )
 
 # An event's values in _INSERTED order, as one tuple (built in C: every event
@@ -189,10 +194,13 @@ def _row_leaf(event: AnyEvent) -> bytes:
     """``event_leaf`` of a host row's event: its four fields more, the same way."""
     count = "null" if event.row_count is None else int(event.row_count)
     record = "null" if event.record_id is None else int(event.record_id)
+    # Hashed only when set: events written before it existed keep their leaves.
+    per_row = f'"evidence":{_str(event.evidence)},' if event.evidence else ""
     text = (
         f'{{"attempt":{int(event.attempt)},'
         f'"data_class":{_str(event.data_class)},'
         f'"disposition":{_str(event.disposition)},'
+        f"{per_row}"
         f'"expires_at":"{evidence.timestamp(event.expires_at)}",'
         f'"first_pk":{_str(event.first_pk)},'
         f'"idempotency_key":{_str(event.idempotency_key)},'

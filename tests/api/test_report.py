@@ -132,3 +132,30 @@ def test_report__bad_window_answers_400_invalid(client, acme):
     assert response.status_code == 400
     assert response.json()["code"] == "invalid"
     assert "until" in response.json()["field_errors"]
+
+
+@pytest.mark.parametrize("evidence", ["per_row", "per_batch"])
+def test_report__a_page_event_counts_its_rows(
+    client, acme, row_registry, make_policy, now, evidence
+):
+    from retention.engine import run_execute, run_start
+    from tests.rowhost.models import RequestLog
+
+    api.register_model(
+        RequestLog,
+        data_class="logs.request",
+        age_field="created_at",
+        tenant_field="tenant_id",
+        evidence=evidence,
+    )
+    make_policy("logs.request", PERIOD)
+    for _ in range(3):
+        RequestLog.objects.create(tenant_id="acme", path="/x", created_at=now - PERIOD * 2)
+    run_execute(run=run_start(mode="enforce", data_classes=["logs.request"], now=now))
+
+    with freeze_time(now):
+        body = client.get("/api/v1/deletions/report/", headers=acme).json()
+
+    (logs,) = [c for c in body["data_classes"] if c["data_class"] == "logs.request"]
+    # Due 30 days before the run, far past the promise: three rows, all late.
+    assert (logs["deleted"], logs["late"], logs["on_time"]) == (3, 3, 0)

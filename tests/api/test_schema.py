@@ -36,6 +36,7 @@ OPERATIONS = {
     ("GET", "/api/v1/deletions/chain/"),
     ("GET", "/api/v1/deletions/chain/key/"),
     ("GET", "/api/v1/deletions/{receipt_id}/receipt/"),
+    ("GET", "/api/v1/deletions/{receipt_id}/rows/"),
     ("POST", "/api/v1/runs/"),
     ("GET", "/api/v1/runs/{run_id}/"),
     ("POST", "/api/v1/uploads/"),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import uuid
+
 from django.db import models
 
 
@@ -83,3 +85,14 @@ class Shipment(models.Model):
 
     def __str__(self) -> str:
         return f"shipment {self.pk}"
+
+
+class WebSession(models.Model):
+    """A row whose primary key is not an integer (its events' keys are hashed)."""
+
+    key = models.UUIDField(primary_key=True, default=uuid.uuid4)
+    tenant_id = models.CharField(max_length=100)
+    created_at = models.DateTimeField(db_index=True)
+
+    def __str__(self) -> str:
+        return f"session {self.key}"

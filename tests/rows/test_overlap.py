@@ -20,7 +20,7 @@ from retention.digest import key_digest
 from retention.engine import row_sweep, run_execute, run_start
 from retention.engine.rules import run_rules
 from retention.models import DeletionEvent, EventOutcome
-from tests.helpers import chain_ok
+from tests.helpers import chain_ok, row_events
 from tests.rowhost.models import RequestLog
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
@@ -78,7 +78,7 @@ def test_overlap__two_lanes_delete_every_due_row_once(
     assert list(RequestLog.objects.values_list("path", flat=True)) == ["/new"]
     events = DeletionEvent.objects.filter(run=run, outcome=EventOutcome.DELETED)
     if evidence == "per_row":
-        digests = list(events.values_list("key_digest", flat=True))
+        digests = [e.key_digest for e in row_events(events)]
         assert sorted(digests) == sorted(key_digest(f"rowhost.RequestLog:{pk}") for pk in due)
     else:
         assert sum(events.values_list("row_count", flat=True)) == DUE
@@ -120,7 +120,7 @@ def _logs_class(make_policy: Any) -> None:
 def _agrees(run: Any, due: set[int]) -> None:
     """The run's counts, its events and the table say the same."""
     run.refresh_from_db()
-    events = DeletionEvent.objects.filter(run=run, outcome=EventOutcome.DELETED).count()
+    events = len(row_events(DeletionEvent.objects.filter(run=run, outcome=EventOutcome.DELETED)))
     left = RequestLog.objects.filter(pk__in=due).count()
     assert run.deleted == run.claimed == events == len(due) - left
     chain_ok()

@@ -23,6 +23,7 @@ from retention.models import (
     Run,
     RunMode,
 )
+from tests.helpers import row_events
 from uploads.models import ApiRequestLog, CustomerAccount, Upload
 
 pytestmark = pytest.mark.django_db
@@ -208,18 +209,15 @@ def test_demo__closed_accounts_past_90_days_are_redacted_and_the_rest_untouched(
             account.email == f"{account.name.lower().replace(' ', '.')}@{account.tenant_id}.example"
         )
         assert "*" not in account.phone
-    assert (
-        DeletionEvent.objects.filter(
-            data_class="customers.closed", outcome=EventOutcome.REDACTED
-        ).count()
-        == 7
+    # One event per account (per-row evidence: each a row of its page event).
+    redactions = DeletionEvent.objects.filter(
+        data_class="customers.closed", outcome=EventOutcome.REDACTED
     )
-    assert (
-        DeletionEvent.objects.filter(
-            data_class="customers.closed", outcome=EventOutcome.SKIPPED_HELD
-        ).count()
-        == 1
+    assert len(row_events(redactions)) == 7
+    skips = DeletionEvent.objects.filter(
+        data_class="customers.closed", outcome=EventOutcome.SKIPPED_HELD
     )
+    assert len(row_events(skips)) == 1
     enforce = _run(RunMode.ENFORCE)
     assert (enforce.redacted, enforce.skipped_protected) == (7, 0)
 

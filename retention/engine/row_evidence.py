@@ -31,6 +31,7 @@ from django.db import models
 from retention import evidence
 from retention.digest import key_digest, key_digests_raw
 from retention.engine.ledger import run_counts_sql
+from retention.engine.row_select import instant
 from retention.engine.rules import ClassRules
 from retention.models import EventKind, EventOutcome, Run
 from retention.rows.registry import RowClass
@@ -201,7 +202,7 @@ class RowEvents:
                     outcome=outcome,
                     digest=digest,
                     tenant=group.tenant,
-                    due=group.latest_at + self.period,
+                    due=instant(group.latest_at) + self.period,
                     reason=reason,
                     count=group.count,
                     first=group.first,
@@ -213,7 +214,9 @@ class RowEvents:
         """``per_row``: each row under its tenant's page event of this outcome."""
         period, stamp = self.period, evidence.stamp
         self.add_stamped(
-            outcome, [(pk, tenant, stamp(at + period)) for pk, at, tenant in rows], reason=reason
+            outcome,
+            [(pk, tenant, stamp(instant(at) + period)) for pk, at, tenant in rows],
+            reason=reason,
         )
 
     def _key_affixes(self, outcome: str) -> tuple[str, str]:

@@ -16,7 +16,7 @@ from django.db.models import Exists, Min, OuterRef
 from django.db.models.deletion import Collector, ProtectedError, RestrictedError
 
 from retention.engine.row_redact import row_mark
-from retention.engine.row_select import after_cursor, rows_due
+from retention.engine.row_select import after_cursor, instant, rows_due
 from retention.engine.rules import ClassRules
 from retention.models import Disposition, RowSkip, Run
 from retention.rows.registry import RowClass
@@ -68,7 +68,9 @@ def row_class_measure(row: RowClass, rules: ClassRules, run: Run) -> dict[str, A
         "eligible": figures["n"] - protected,
         "held": held,
         "protected": protected,
-        "oldest_eligible_at": figures["oldest"].isoformat() if figures["oldest"] else None,
+        "oldest_eligible_at": (
+            instant(figures["oldest"]).isoformat() if figures["oldest"] else None
+        ),
         # What a delete would take: the rows no hold and no PROTECT keeps.
         "_free": free if protected_q is None else free.exclude(protected_q),
     }

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, date, datetime, time
 from typing import Any
 
+from django.conf import settings as django_settings
 from django.db import connection, models
 from django.db.models import Q
 
@@ -20,7 +21,17 @@ from retention.models import Run
 from retention.rows.registry import RowClass
 
 # (time, pk) of the last row a page looked at: the next page starts after it.
+# The time as the column holds it (a date for a DateField): compared with it.
 RowCursor = tuple[datetime, Any]
+
+
+def instant(value: datetime | date) -> datetime:
+    """A row's time as an instant: a DateField's day is its midnight, UTC (aware
+    when USE_TZ). Deadlines and evidence are computed from it; the keyset
+    cursor keeps the column's own value."""
+    if isinstance(value, datetime):
+        return value
+    return datetime.combine(value, time.min, tzinfo=UTC if django_settings.USE_TZ else None)
 
 
 @dataclass

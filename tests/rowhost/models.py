@@ -96,3 +96,14 @@ class WebSession(models.Model):
 
     def __str__(self) -> str:
         return f"session {self.key}"
+
+
+class DailyTotal(models.Model):
+    """A row dated by a day, not an instant (a DateField age column)."""
+
+    tenant_id = models.CharField(max_length=100)
+    day = models.DateField(db_index=True)
+    total = models.IntegerField(default=0)
+
+    def __str__(self) -> str:
+        return f"{self.tenant_id} {self.day}"

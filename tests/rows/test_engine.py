@@ -428,3 +428,44 @@ def test_rows__a_rows_file_that_is_a_held_tracked_record_keeps_the_row_and_the_o
     skip = DeletionEvent.objects.get(run=run, outcome="skipped_held")
     assert "legal hold" in skip.reason
     assert _chain_intact()
+
+
+@pytest.mark.parametrize("evidence", ["per_row", "per_batch"])
+def test_rows__a_date_columns_day_is_due_from_its_midnight_utc(
+    row_registry: Any, make_policy: Any, now: datetime, evidence: str
+):
+    """A DateField age column (the checks accept one) dates a row by its day:
+    the run's figures and the evidence read it as that day's midnight, UTC."""
+    from datetime import UTC
+    from datetime import time as day_start
+
+    from retention import evidence as chain
+    from tests.rowhost.models import DailyTotal
+
+    api.register_model(
+        DailyTotal,
+        data_class="daily.totals",
+        age_field="day",
+        tenant_field="tenant_id",
+        evidence=evidence,
+    )
+    make_policy("daily.totals", timedelta(days=30), batch_size=3)
+    days = [(now - timedelta(days=40 + i)).date() for i in range(5)]
+    for day in days:
+        DailyTotal.objects.create(tenant_id="t1", day=day)
+    DailyTotal.objects.create(tenant_id="t1", day=(now - timedelta(days=2)).date())
+    midnight = [datetime.combine(day, day_start.min, tzinfo=UTC) for day in days]
+
+    dry = run_execute(run=run_start(mode="dry_run", data_classes=["daily.totals"], now=now))
+    run = _enforce(now, "daily.totals")
+
+    assert (dry.status, dry.eligible, dry.oldest_eligible_at) == ("finished", 5, min(midnight))
+    assert (run.status, run.deleted, DailyTotal.objects.count()) == ("finished", 5, 1)
+    events = row_events(DeletionEvent.objects.filter(run=run))
+    due = sorted(chain.timestamp(at + timedelta(days=30)) for at in midnight)
+    if evidence == "per_row":
+        assert sorted(e.expires_at for e in events) == due
+    else:
+        # A page's event is due when its latest row is: pages of 3, oldest first.
+        assert sorted(chain.timestamp(e.event.expires_at) for e in events) == [due[2], due[4]]
+    assert _chain_intact()

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import UTC, date, datetime, time
+from datetime import date, datetime, time
 from typing import Any
 
 from django.conf import settings as django_settings
 from django.db import connection, models
 from django.db.models import Q
+from django.utils import timezone
 
 from retention.conf import settings
 from retention.engine.rules import ClassRules
@@ -26,12 +27,16 @@ RowCursor = tuple[datetime, Any]
 
 
 def instant(value: datetime | date) -> datetime:
-    """A row's time as an instant: a DateField's day is its midnight, UTC (aware
-    when USE_TZ). Deadlines and evidence are computed from it; the keyset
-    cursor keeps the column's own value."""
+    """A row's time as an instant: a DateField's day is its midnight in the
+    project's TIME_ZONE (aware when USE_TZ), which is how Django compares a
+    date column with the run's cutoff, so no row is taken before the
+    deadline its evidence names. The keyset cursor keeps the column's value."""
     if isinstance(value, datetime):
         return value
-    return datetime.combine(value, time.min, tzinfo=UTC if django_settings.USE_TZ else None)
+    midnight = datetime.combine(value, time.min)
+    if not django_settings.USE_TZ:
+        return midnight
+    return timezone.make_aware(midnight, timezone.get_default_timezone())
 
 
 @dataclass

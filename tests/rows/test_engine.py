@@ -430,18 +430,29 @@ def test_rows__a_rows_file_that_is_a_held_tracked_record_keeps_the_row_and_the_o
     assert _chain_intact()
 
 
+@pytest.mark.parametrize("zone", ["UTC", "Asia/Tokyo"])
 @pytest.mark.parametrize("evidence", ["per_row", "per_batch"])
-def test_rows__a_date_columns_day_is_due_from_its_midnight_utc(
-    row_registry: Any, make_policy: Any, now: datetime, evidence: str
+def test_rows__a_date_columns_day_is_due_from_its_midnight(
+    row_registry: Any,
+    make_policy: Any,
+    now: datetime,
+    settings: Any,
+    evidence: str,
+    zone: str,
 ):
     """A DateField age column (the checks accept one) dates a row by its day:
-    the run's figures and the evidence read it as that day's midnight, UTC."""
-    from datetime import UTC
+    the run takes it, and its figures and evidence read it, as that day's
+    midnight in TIME_ZONE (how Django compares a date with the cutoff), so no
+    row goes before the deadline its event names."""
     from datetime import time as day_start
+    from zoneinfo import ZoneInfo
 
     from retention import evidence as chain
     from tests.rowhost.models import DailyTotal
 
+    settings.TIME_ZONE = zone
+    # 20:00 UTC: the run's cutoff falls on the next day in Tokyo already.
+    now = now.replace(hour=20)
     api.register_model(
         DailyTotal,
         data_class="daily.totals",
@@ -453,19 +464,33 @@ def test_rows__a_date_columns_day_is_due_from_its_midnight_utc(
     days = [(now - timedelta(days=40 + i)).date() for i in range(5)]
     for day in days:
         DailyTotal.objects.create(tenant_id="t1", day=day)
+    # Past the cutoff in Tokyo (due 5 h before the run there), not in UTC.
+    edge_day = (now - timedelta(days=30)).date() + timedelta(days=1)
+    edge = DailyTotal.objects.create(tenant_id="t1", day=edge_day)
     DailyTotal.objects.create(tenant_id="t1", day=(now - timedelta(days=2)).date())
-    midnight = [datetime.combine(day, day_start.min, tzinfo=UTC) for day in days]
+    midnight = [
+        datetime.combine(day, day_start.min, tzinfo=ZoneInfo(zone)) for day in [*days, edge.day]
+    ]
+    taken = [m for m in midnight if m + timedelta(days=30) <= now]
 
     dry = run_execute(run=run_start(mode="dry_run", data_classes=["daily.totals"], now=now))
     run = _enforce(now, "daily.totals")
 
-    assert (dry.status, dry.eligible, dry.oldest_eligible_at) == ("finished", 5, min(midnight))
-    assert (run.status, run.deleted, DailyTotal.objects.count()) == ("finished", 5, 1)
+    assert (dry.status, dry.eligible, dry.oldest_eligible_at) == (
+        "finished",
+        len(taken),
+        min(midnight),
+    )
+    assert (run.status, run.deleted) == ("finished", len(taken))
+    assert DailyTotal.objects.filter(pk=edge.pk).exists() == (len(taken) == 5)
     events = row_events(DeletionEvent.objects.filter(run=run))
-    due = sorted(chain.timestamp(at + timedelta(days=30)) for at in midnight)
+    due = sorted(chain.timestamp(at + timedelta(days=30)) for at in taken)
+    assert all(e.occurred_at >= datetime.fromisoformat(e.expires_at) for e in events)
     if evidence == "per_row":
         assert sorted(e.expires_at for e in events) == due
     else:
         # A page's event is due when its latest row is: pages of 3, oldest first.
-        assert sorted(chain.timestamp(e.event.expires_at) for e in events) == [due[2], due[4]]
+        assert sorted(chain.timestamp(e.event.expires_at) for e in events) == [
+            due[min(i + 2, len(due) - 1)] for i in range(0, len(due), 3)
+        ]
     assert _chain_intact()

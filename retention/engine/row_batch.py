@@ -1,8 +1,15 @@
 """A queued batch of a class of model rows: the class's next page, after its cursor.
 
-Under the run row's lock, so the pages of one class go one after another,
-each from where the last one ended (the cursor in the run's report), and a
-batch delivered twice finds the page it did already gone from the due rows.
+The advance publishes one batch of a row class at a time, and a batch's
+deliveries go one after another under its own row's lock, so the pages of
+one class follow each other, each from where the last one ended (the cursor
+in the run's report), and a batch delivered twice finds the page it did
+already gone from the due rows.
+
+Locks are taken in the order every page's events take them: the chain head,
+then the run's row (``events_append`` with the page's counts), never the run
+first: a page of tracked objects finalizing beside it locks the head, then
+the run, and the two would wait for each other.
 """
 
 from __future__ import annotations
@@ -22,27 +29,35 @@ from retention.engine.rules import run_rules
 from retention.engine.stepping import Stepper
 from retention.models import Run, RunBatch, RunStatus
 from retention.rows.registry import row_class_required
+from retention.services.evidence import chain_head_lock
 
 
 def rows_batch(run: Run, batch: RunBatch, now: datetime) -> bool:
     """Dispose of the class's next page; return whether the class has more."""
     row = row_class_required(batch.data_class)
     with transaction.atomic():
-        locked = Run.objects.select_for_update().get(pk=run.pk)
-        rules = run_rules(locked)[batch.data_class]
+        # A second delivery of this batch waits here for the first to commit.
+        list(RunBatch.objects.select_for_update().filter(token=batch.token).values_list("pk"))
+        current = Run.objects.get(pk=run.pk)
+        if current.limit is not None:
+            # A limit counts the claims of all the run's batches: decided under
+            # the run's row, taken after the chain head, as a page's events take them.
+            chain_head_lock()
+            current = Run.objects.select_for_update().get(pk=run.pk)
+        rules = run_rules(current)[batch.data_class]
         stepper = Stepper(
-            run=locked, clock=lambda: now, pages_in_flight=settings.MAX_BATCHES_IN_FLIGHT
+            run=current, clock=lambda: now, pages_in_flight=settings.MAX_BATCHES_IN_FLIGHT
         )
-        if locked.status != RunStatus.RUNNING or stepper.stop(now) is not None:
+        if current.status != RunStatus.RUNNING or stepper.stop(now) is not None:
             return False  # closed, paused or past its deadline: the advance ends it
         size = stepper.page_size(rules)
-        report = dict(locked.report) if isinstance(locked.report, dict) else {}
-        cursors = dict(report.get("row_cursors") or {})
-        started = batch.data_class in cursors
-        cursor = _cursor(row.model._meta.pk.to_python, cursors.get(batch.data_class))
+        before = current.report if isinstance(current.report, dict) else {}
+        cursor_kept = (before.get("row_cursors") or {}).get(batch.data_class)
+        started = batch.data_class in (before.get("row_cursors") or {})
+        cursor = _cursor(row.model._meta.pk.to_python, cursor_kept)
         page = (
             rows_page(
-                run=locked,
+                run=current,
                 row=row,
                 rules=rules,
                 cursor=cursor if started else None,
@@ -52,6 +67,10 @@ def rows_batch(run: Run, batch: RunBatch, now: datetime) -> bool:
             if size > 0
             else None
         )
+        # The report as it is now (batches of other classes write it too).
+        locked = Run.objects.select_for_update().get(pk=run.pk)
+        report = dict(locked.report) if isinstance(locked.report, dict) else {}
+        cursors = dict(report.get("row_cursors") or {})
         taken, more = 0, False
         if page is not None:
             taken = page.counts["claimed"]

@@ -221,6 +221,13 @@ def _row_leaf(event: AnyEvent) -> bytes:
     return hashlib.sha256(b"\x00" + text.encode()).digest()
 
 
+def chain_head_lock() -> None:
+    """Lock the chain head in the caller's transaction: for a caller that must
+    lock the run's row before its events are appended, since appends lock
+    the head first, then the run (``also``)."""
+    _head_locked()
+
+
 def _head_locked() -> tuple[int, str]:
     """Lock the chain head; its (seq, chain). Creates it if a flushed database lost it."""
     if connection.vendor == "postgresql":

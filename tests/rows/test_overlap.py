@@ -13,6 +13,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
+from django.db.models import F
 from django.db.models.signals import post_delete
 
 from retention import api
@@ -194,3 +195,59 @@ def test_overlap__the_second_lane_claims_no_page_while_the_kill_switch_is_engage
     assert threads == []
     assert sweep.finished.get_nowait() is None
     assert RequestLog.objects.filter(pk__in=due).count() == DUE
+
+
+def test_row_batch__waits_for_the_chain_head_before_the_runs_row(
+    row_registry: Any, make_policy: Any, now: datetime
+):
+    """A queued row page takes the chain head, then the run's row, as a page of
+    tracked objects finalizing beside it does. Taking the run's row first, it
+    and such a page (the head held, the run's counts to write) each waited
+    for the other: PostgreSQL broke the deadlock by failing one of them."""
+    import time
+
+    from django.db import connections, transaction
+
+    from retention import engine
+    from retention.engine.publish import BATCH_TASK
+    from retention.engine.row_batch import rows_batch
+    from retention.models import ChainHead, Run, RunBatch
+
+    _logs_class(make_policy)
+    _seed(now)
+    published: list[dict[str, Any]] = []
+
+    def publish(func: str, payload: dict[str, Any], name: str) -> None:
+        if func == BATCH_TASK:
+            published.append(payload)
+
+    run = engine.run_enqueue(
+        mode="enforce", trigger="command", data_classes=["logs.request"], now=now, publish=publish
+    )
+    engine.run_dispatch(run_id=run.pk, clock=lambda: now, publish=publish)
+    batch = RunBatch.objects.get(token=published[0]["token"])
+    ChainHead.objects.get_or_create(pk=1)
+    head_held, errors = threading.Event(), []
+
+    def finalizing_page() -> None:
+        """Holds the head, then writes the run's counts, as a finalize's append does."""
+        try:
+            with transaction.atomic():
+                ChainHead.objects.select_for_update().get(pk=1)
+                head_held.set()
+                time.sleep(0.5)  # meanwhile the row page runs up to the head
+                Run.objects.filter(pk=run.pk).update(deleted=F("deleted") + 0)
+        except BaseException as exc:
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    thread = threading.Thread(target=finalizing_page)
+    thread.start()
+    assert head_held.wait(10)
+    more = rows_batch(run, batch, now)
+    thread.join(30)
+
+    assert errors == []
+    assert more
+    assert RequestLog.objects.filter(path__startswith="/old/").count() == DUE - 5

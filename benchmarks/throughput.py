@@ -452,6 +452,11 @@ def main() -> int:
         # One cluster name for this run, read by this process (which publishes
         # the queued runs) and by each variant's qcluster in turn.
         os.environ["Q_CLUSTER_NAME"] = f"lethe-bench-{uuid.uuid4().hex[:8]}"
+        # This process publishes to the broker the clusters read (--broker).
+        if args.broker == "redis":
+            os.environ["REDIS_URL"] = args.redis_url
+        else:
+            os.environ.pop("REDIS_URL", None)
         common.setup_django()
         return measure(args, moto)
     finally:

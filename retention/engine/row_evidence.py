@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from django.conf import settings as django_settings
 from django.db import models
 
 from retention import evidence
@@ -107,6 +108,14 @@ class Subjects:
         for name in ("pks", "dues", "leaves", "packed", "keys"):
             values = getattr(self, name)
             setattr(self, name, [values[i] for i in kept])
+
+
+def _latest(dues: Sequence[str]) -> datetime:
+    """The latest of rows' deadlines as ``evidence.stamp`` spells them (one
+    spelling, fixed width: the greatest string is the latest instant); naive
+    without USE_TZ, as stamp read it."""
+    latest = datetime.fromisoformat(max(dues))
+    return latest if django_settings.USE_TZ else latest.replace(tzinfo=None)
 
 
 class RowEvents:
@@ -306,12 +315,11 @@ class RowEvents:
             outcome=group.outcome,
             digest=root,
             tenant=group.tenant,
-            # One spelling, fixed width: the greatest string is the latest instant.
-            due=datetime.fromisoformat(max(group.dues)),
+            due=_latest(group.dues),
             reason=group.reason,
+            # Its rows are named by their digests only: no primary key range
+            # tells a tenant how many rows of others lie between its own.
             count=len(group.pks),
-            first=group.pks[0],
-            last=group.pks[-1],
         )
         event.evidence = evidence.PER_ROW
         event.row_subjects = b"".join(group.packed)

@@ -25,6 +25,7 @@ from retention.models import EventOutcome, RowEventKey, Run
 from retention.rows.cascade import cascade_models, label
 from retention.rows.registry import RowClass
 from retention.services.evidence import EventsRecorded
+from retention.services.row_keys import key_recorded
 
 
 class CascadeViolation(Exception):
@@ -165,6 +166,8 @@ def delete_returning(
                     ],
                 )
             except IntegrityError as exc:
+                if not key_recorded(exc):
+                    raise
                 raise EventsRecorded(str(exc)) from exc
             keys_recorded = scope is not None
             stamped = db_cursor.fetchall()

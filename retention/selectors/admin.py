@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from typing import Any, cast
 
-from django.db.models import Count, IntegerField, Min, Q, Value
+from django.db.models import Count, IntegerField, Min, Q, Sum, Value
 from django.db.models.functions import Coalesce, TruncDate
 
 from retention.conf import settings
@@ -349,7 +349,8 @@ def _chart_days(
         )
         .annotate(day=TruncDate("occurred_at"))
         .values("day")
-        .annotate(n=Count("id"))
+        # An event of a page of rows counts its rows.
+        .annotate(n=Sum(Coalesce("row_count", Value(1))))
         .values_list("day", "n")
     )
 

@@ -7,14 +7,16 @@ indistinguishable from one that does not exist (``DoesNotExist``, a 404).
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from django.db.models import Count, F, Q, QuerySet, Sum, Value
-from django.db.models.functions import Coalesce
+from django.db.models import BinaryField, Count, F, Q, QuerySet, Sum, Value
+from django.db.models.functions import Coalesce, Substr
 
+from retention import evidence
 from retention.models import (
     DeletionEvent,
     EventOutcome,
@@ -28,6 +30,9 @@ if TYPE_CHECKING:
 
 # "missing": reconciliation found the object gone before any deletion run
 # reached it. A receipt says so; it is never counted as a deletion.
+# The deadline of a stored row subject, after its digest (``evidence.subjects_unpack``).
+SUBJECT_TIME_SIZE = evidence.SUBJECT_SIZE - evidence.SUBJECT_DIGEST_SIZE
+
 RECEIPT_OUTCOMES = (EventOutcome.DELETED, EventOutcome.ALREADY_ABSENT, EventOutcome.MISSING)
 DELETED_OUTCOMES = (EventOutcome.DELETED, EventOutcome.ALREADY_ABSENT)
 
@@ -198,17 +203,15 @@ def deletion_report(
 
     receipts = deletion_receipts(tenant_id=tenant_id, since=since, until=until)
     # An event of a page of rows counts its rows; its deadline is the page's
-    # latest, so its rows are late when that one was missed.
+    # latest, so all its rows are late when that one was missed. The rows of
+    # a per-row page event whose latest deadline was kept are counted below.
     rows = Coalesce("row_count", Value(1))
+    late_rows = Q(occurred_at__gt=F("expires_at") + promise, outcome__in=DELETED_OUTCOMES)
     for row in receipts.values("data_class").annotate(
         deleted=Sum(rows, filter=Q(outcome=EventOutcome.DELETED), default=0),
         already_absent=Sum(rows, filter=Q(outcome=EventOutcome.ALREADY_ABSENT), default=0),
         missing=Sum(rows, filter=Q(outcome=EventOutcome.MISSING), default=0),
-        late=Sum(
-            rows,
-            filter=Q(occurred_at__gt=F("expires_at") + promise, outcome__in=DELETED_OUTCOMES),
-            default=0,
-        ),
+        late=Sum(rows, filter=late_rows, default=0),
     ):
         entry(row["data_class"]).update(
             deleted=row["deleted"],
@@ -216,6 +219,11 @@ def deletion_report(
             missing=row["missing"],
             late=row["late"],
         )
+    for name, late in _per_row_pages_late(
+        receipts.filter(evidence=evidence.PER_ROW, outcome__in=DELETED_OUTCOMES).exclude(late_rows),
+        promise,
+    ).items():
+        entry(name)["late"] += late
 
     overdue = _overdue_records(tenant_id=tenant_id, now=now, promise=promise)
     for late_row in overdue.values("data_class").annotate(n=Count("id")):
@@ -270,6 +278,32 @@ def deletion_report(
         data_classes=reports,
         oldest_overdue=min(overall, key=lambda o: (o.expires_at, o.record_id), default=None),
     )
+
+
+def _per_row_pages_late(pages: QuerySet[DeletionEvent], promise: timedelta) -> Counter[str]:
+    """Per data class, the late rows of per-row page events whose latest deadline was kept.
+
+    A page's rows are stored in keyset order, so its first row's deadline is
+    its earliest: only a page whose earliest deadline was missed has late rows
+    (the one a run crossed the promise in), and only its rows are read.
+    """
+    late: Counter[str] = Counter()
+    first = Substr(
+        "row_subjects",
+        evidence.SUBJECT_DIGEST_SIZE + 1,
+        SUBJECT_TIME_SIZE,
+        output_field=BinaryField(),
+    )
+    for pk, name, occurred_at, earliest in pages.annotate(first=first).values_list(
+        "pk", "data_class", "occurred_at", "first"
+    ):
+        missed = evidence.stamp(occurred_at - promise)
+        if earliest is None or bytes(earliest).decode("ascii") >= missed:
+            continue
+        blob = DeletionEvent.objects.filter(pk=pk).values_list("row_subjects", flat=True).get()
+        subjects = evidence.subjects_unpack(bytes(blob or b""))
+        late[name] += sum(1 for _, due in subjects if due < missed)
+    return late
 
 
 def tenant_receipt_get(*, tenant_id: str, receipt_id: int) -> DeletionEvent:

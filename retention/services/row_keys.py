@@ -47,6 +47,8 @@ def row_keys_record(keys: Sequence[str], *, trusted: bool) -> set[str]:
             ):
                 copy.write("\n".join(keys) + "\n")
         except IntegrityError as exc:
+            if not key_recorded(exc):
+                raise
             raise EventsRecorded(str(exc)) from exc
         return set(keys)
     with connection.cursor() as cursor:
@@ -56,3 +58,11 @@ def row_keys_record(keys: Sequence[str], *, trusted: bool) -> set[str]:
             [list(keys)],
         )
         return {key.hex for (key,) in cursor.fetchall()}
+
+
+def key_recorded(exc: IntegrityError) -> bool:
+    """Whether ``exc`` is a row's key found recorded already (PostgreSQL), and
+    not another constraint the same statement broke (a foreign key of the
+    host's, say), which must surface as it is."""
+    diag = getattr(exc.__cause__, "diag", None)
+    return getattr(diag, "constraint_name", None) == f"{RowEventKey._meta.db_table}_pkey"

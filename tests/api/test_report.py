@@ -151,7 +151,8 @@ def test_report__a_page_event_counts_its_rows(
     make_policy("logs.request", PERIOD)
     for _ in range(3):
         RequestLog.objects.create(tenant_id="acme", path="/x", created_at=now - PERIOD * 2)
-    run_execute(run=run_start(mode="enforce", data_classes=["logs.request"], now=now))
+    run = run_start(mode="enforce", data_classes=["logs.request"], now=now)
+    run_execute(run=run, clock=lambda: now)
 
     with freeze_time(now):
         body = client.get("/api/v1/deletions/report/", headers=acme).json()
@@ -159,3 +160,27 @@ def test_report__a_page_event_counts_its_rows(
     (logs,) = [c for c in body["data_classes"] if c["data_class"] == "logs.request"]
     # Due 30 days before the run, far past the promise: three rows, all late.
     assert (logs["deleted"], logs["late"], logs["on_time"]) == (3, 3, 0)
+
+
+def test_report__a_per_row_page_counts_each_rows_lateness(
+    client, acme, settings, row_registry, make_policy, now
+):
+    from retention.engine import run_execute, run_start
+    from tests.rowhost.models import RequestLog
+
+    settings.RETENTION_LAG_PROMISE = timedelta(hours=1)
+    api.register_model(
+        RequestLog, data_class="logs.request", age_field="created_at", tenant_field="tenant_id"
+    )
+    make_policy("logs.request", PERIOD)
+    # One page: two rows due 3 h and 2 h before the run (late), one 30 min before.
+    for ago in (timedelta(hours=3), timedelta(hours=2), timedelta(minutes=30)):
+        RequestLog.objects.create(tenant_id="acme", path="/x", created_at=now - PERIOD - ago)
+    run = run_start(mode="enforce", data_classes=["logs.request"], now=now)
+    run_execute(run=run, clock=lambda: now)
+
+    with freeze_time(now):
+        body = client.get("/api/v1/deletions/report/", headers=acme).json()
+
+    (logs,) = [c for c in body["data_classes"] if c["data_class"] == "logs.request"]
+    assert (logs["deleted"], logs["late"], logs["on_time"]) == (3, 2, 1)

@@ -118,6 +118,9 @@ class DeletionReceiptApi(TenantApiView):
 class DeletionRowsApi(TenantApiView):
     """The rows a per-row page event stands for: each one event, with its digest and deadline."""
 
+    class FilterSerializer(QueryFilterSerializer):
+        """No filter: an unknown parameter is refused, as everywhere."""
+
     class OutputSerializer(serializers.Serializer[Any]):
         receipt_id = serializers.IntegerField()
         rows = serializers.ListField(
@@ -136,10 +139,11 @@ class DeletionRowsApi(TenantApiView):
         "tenant; each of its rows is an event of its own, whose receipt is "
         "`/deletions/{id}/receipt/?row=<key_digest>`.",
         parameters=[OpenApiParameter("receipt_id", OpenApiTypes.INT, OpenApiParameter.PATH)],
-        responses={200: OutputSerializer, **error_responses(401, 404, 429)},
+        responses={200: OutputSerializer, **error_responses(400, 401, 404, 429)},
         tags=["deletions"],
     )
     def get(self, request: Request, receipt_id: str) -> Response:
+        self.FilterSerializer(data=request.query_params.dict()).is_valid(raise_exception=True)
         event = _tenant_receipt(self.tenant_id, receipt_id)
         rows = [
             {"index": s.index, "key_digest": s.key_digest, "expires_at": s.expires_at}

@@ -117,5 +117,7 @@ def test_receipts__a_row_not_in_the_receipt_or_of_another_tenant_is_not_found(
     malformed = client.get(
         f"/api/v1/deletions/{receipt['id']}/receipt/", {"row": "not-a-digest"}, headers=acme
     )
+    unknown = client.get(f"/api/v1/deletions/{receipt['id']}/rows/", {"rows": 1}, headers=acme)
 
-    assert (missing.status_code, foreign.status_code, malformed.status_code) == (404, 404, 400)
+    assert (missing.status_code, foreign.status_code) == (404, 404)
+    assert (malformed.status_code, unknown.status_code) == (400, 400)

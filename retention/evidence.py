@@ -64,7 +64,8 @@ _SORTED_PER_ROW_FIELDS = tuple(sorted((*LEAF_FIELDS, *ROW_LEAF_FIELDS, "evidence
 # A row subject as a page event stores it: its 32-byte digest, then its
 # deadline as the 27 ASCII characters of ``timestamp``.
 SUBJECT_DIGEST_SIZE = 32
-SUBJECT_SIZE = SUBJECT_DIGEST_SIZE + 27
+SUBJECT_TIME_SIZE = 27
+SUBJECT_SIZE = SUBJECT_DIGEST_SIZE + SUBJECT_TIME_SIZE
 # One encoder for every call: json.dumps builds a new one per call when given
 # options, which is most of the cost of hashing a page of events.
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))

@@ -76,7 +76,7 @@ def test_stamp__one_spelling_per_instant_whatever_the_zone(when):
         f"{utc.second:02d}.{utc.microsecond:06d}Z"
     )
     assert evidence.stamp(when) == evidence.timestamp(when) == spelled
-    assert len(spelled) == evidence.SUBJECT_SIZE - evidence.SUBJECT_DIGEST_SIZE
+    assert len(spelled) == evidence.SUBJECT_TIME_SIZE
 
 
 def test_subject_leaf__is_the_canonical_json_of_its_two_fields():

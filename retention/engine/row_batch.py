@@ -52,9 +52,9 @@ def rows_batch(run: Run, batch: RunBatch, now: datetime) -> bool:
             return False  # closed, paused or past its deadline: the advance ends it
         size = stepper.page_size(rules)
         before = current.report if isinstance(current.report, dict) else {}
-        cursor_kept = (before.get("row_cursors") or {}).get(batch.data_class)
-        started = batch.data_class in (before.get("row_cursors") or {})
-        cursor = _cursor(row.model._meta.pk.to_python, cursor_kept)
+        kept = before.get("row_cursors") or {}
+        started = batch.data_class in kept
+        cursor = _cursor(row.model._meta.pk.to_python, kept.get(batch.data_class))
         page = (
             rows_page(
                 run=current,

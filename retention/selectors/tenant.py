@@ -30,9 +30,6 @@ if TYPE_CHECKING:
 
 # "missing": reconciliation found the object gone before any deletion run
 # reached it. A receipt says so; it is never counted as a deletion.
-# The deadline of a stored row subject, after its digest (``evidence.subjects_unpack``).
-SUBJECT_TIME_SIZE = evidence.SUBJECT_SIZE - evidence.SUBJECT_DIGEST_SIZE
-
 RECEIPT_OUTCOMES = (EventOutcome.DELETED, EventOutcome.ALREADY_ABSENT, EventOutcome.MISSING)
 DELETED_OUTCOMES = (EventOutcome.DELETED, EventOutcome.ALREADY_ABSENT)
 
@@ -291,7 +288,7 @@ def _per_row_pages_late(pages: QuerySet[DeletionEvent], promise: timedelta) -> C
     first = Substr(
         "row_subjects",
         evidence.SUBJECT_DIGEST_SIZE + 1,
-        SUBJECT_TIME_SIZE,
+        evidence.SUBJECT_TIME_SIZE,
         output_field=BinaryField(),
     )
     for pk, name, occurred_at, earliest in pages.annotate(first=first).values_list(

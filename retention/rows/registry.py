@@ -54,8 +54,14 @@ class RowClass:
         return self.expires_field is not None
 
     def queryset(self) -> models.QuerySet[Any]:
-        """Every row the class covers: the base manager (no host filtering), then the scope."""
-        qs: models.QuerySet[Any] = self.model._base_manager.all()
+        """Every row the class covers: what the model's default manager returns, then the scope.
+
+        The default manager, not the base one: a proxy model (django-q2's
+        ``Success`` and ``Failure`` share one table) or a model whose manager
+        filters is governed by what that manager returns, so two classes on
+        one table never touch each other's rows.
+        """
+        qs: models.QuerySet[Any] = self.model._default_manager.all()
         if self.scope is not None:
             qs = self.scope(qs)
         return qs

@@ -322,5 +322,12 @@ class RetentionSettings:
         """The breaker trips only when a run is about to dispose of at least this many."""
         return int(self._get("BREAKER_MIN_COUNT", 1000))
 
+    @property
+    def ACCEPT_UNINDEXED(self) -> dict[str, str]:
+        """Data classes of model rows that do without an index on their date column, each
+        with the host's reason (``retention.W004`` is then silent for it)."""
+        value = self._get("ACCEPT_UNINDEXED", {})
+        return dict(value) if isinstance(value, dict) else {}
+
 
 settings = RetentionSettings()

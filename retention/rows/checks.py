@@ -3,22 +3,36 @@
 A registration is made in ``ready()`` and cannot be refused there without
 hiding every problem behind the first: these checks look at each one against
 its model's fields and name all that cannot work, each with its own id, at
-``manage.py check``. They read ``_meta`` only; no query is made.
+``manage.py check``. They read ``_meta``; W004 also reads the migrations on
+disk (an index a host creates on another app's table with
+``retention.migration_ops.AddIndexOnModel``) and, when the checks are given
+databases (``check --database``, ``migrate``), the indexes those databases
+really have.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 from django.apps import AppConfig
+from django.apps import apps as django_apps
+from django.conf import settings as django_settings
 from django.core.checks import CheckMessage, Error, Tags, Warning, register
 from django.core.exceptions import FieldDoesNotExist, ValidationError
-from django.db import models
+from django.db import DatabaseError, connections, models
+from django.db.migrations.loader import MigrationLoader
 
 from retention import redaction
+from retention.conf import settings
+from retention.migration_ops import AddIndexOnModel
 from retention.models import data_class_validator
 from retention.rows.registry import RowClass, row_classes
+
+# (table, column): the first column of some index of the table.
+Leading = set[tuple[str, str]]
 
 
 @register("retention", Tags.models)
@@ -26,12 +40,18 @@ def check_row_classes(
     app_configs: Iterable[AppConfig] | None = None, **kwargs: Any
 ) -> list[CheckMessage]:
     apps = None if app_configs is None else set(app_configs)
+    rows = [
+        row
+        for row in sorted(row_classes().values(), key=lambda r: str(r.data_class))
+        if apps is None or row.model._meta.app_config in apps
+    ]
+    leading: Leading | None = None
     messages: list[CheckMessage] = []
-    for row in sorted(row_classes().values(), key=lambda r: str(r.data_class)):
-        if apps is not None and row.model._meta.app_config not in apps:
-            continue
+    for row in rows:
         messages += _data_class(row)
-        messages += _time_fields(row)
+        if leading is None and _needs_index_lookup(row):
+            leading = _planned_indexes() | _database_indexes(rows, kwargs.get("databases"))
+        messages += _time_fields(row, leading or set())
         messages += _tenant_field(row)
         messages += _redact(row)
         messages += _files(row)
@@ -82,7 +102,7 @@ def _data_class(row: RowClass) -> list[CheckMessage]:
     return []
 
 
-def _time_fields(row: RowClass) -> list[CheckMessage]:
+def _time_fields(row: RowClass, leading: Leading) -> list[CheckMessage]:
     messages: list[CheckMessage] = []
     for option, name in (("age_field", row.age_field), ("expires_field", row.expires_field)):
         if name is None:
@@ -99,8 +119,10 @@ def _time_fields(row: RowClass) -> list[CheckMessage]:
                     id="retention.E017",
                 )
             )
-        elif not _indexed(row.model, field):
-            messages.append(_missing_index(row, option, field))
+        elif not _indexed(row.model, field) and not _accepted(row):
+            table = row.model._meta.db_table
+            if (table, field.column) not in leading:
+                messages.append(_missing_index(row, option, field))
     return messages
 
 
@@ -117,19 +139,130 @@ def _indexed(model: type[models.Model], field: models.Field[Any, Any]) -> bool:
     return field.name in firsts or field.attname in firsts
 
 
+def _needs_index_lookup(row: RowClass) -> bool:
+    """True when W004 may fire for the class: its time column has no index in ``_meta``."""
+    field = _column(row.model, row.time_field)
+    return (
+        isinstance(field, models.DateField)
+        and not _indexed(row.model, field)
+        and not _accepted(row)
+    )
+
+
+def _accepted(row: RowClass) -> bool:
+    """The host said, with a reason, that the class does without an index."""
+    reason = settings.ACCEPT_UNINDEXED.get(row.data_class)
+    return isinstance(reason, str) and bool(reason.strip())
+
+
+def _planned_indexes() -> Leading:
+    """Indexes that ``AddIndexOnModel`` operations in the migrations on disk create."""
+    modules = getattr(django_settings, "MIGRATION_MODULES", {}) or {}
+    return _planned_indexes_in(tuple(sorted((k, str(v)) for k, v in modules.items())))
+
+
+@functools.lru_cache(maxsize=4)
+def _planned_indexes_in(modules: tuple[tuple[str, str], ...]) -> Leading:
+    loader = MigrationLoader(None, ignore_no_migrations=True)
+    found: Leading = set()
+    for migration in loader.disk_migrations.values():
+        for operation in migration.operations:
+            if not isinstance(operation, AddIndexOnModel):
+                continue
+            try:
+                model = django_apps.get_model(operation.app_label, operation.model_name)
+                first = model._meta.get_field(operation.fields[0].lstrip("-"))
+            except (LookupError, FieldDoesNotExist):
+                continue
+            column = getattr(first, "column", None)
+            if column:
+                found.add((model._meta.db_table, column))
+    return found
+
+
+def _database_indexes(rows: list[RowClass], databases: Any) -> Leading:
+    """The first column of each real index of the classes' tables, in the databases given.
+
+    Without databases (a plain ``manage.py check``) nothing is asked; a
+    database that cannot be reached is passed over: the check then knows
+    the model's and the migrations' indexes only.
+    """
+    found: Leading = set()
+    tables = {row.model._meta.db_table for row in rows}
+    for alias in databases or ():
+        connection = connections[alias]
+        try:
+            with connection.cursor() as cursor:
+                existing = set(connection.introspection.table_names(cursor))
+                for table in tables & existing:
+                    constraints = connection.introspection.get_constraints(cursor, table)
+                    for info in constraints.values():
+                        columns = info.get("columns") or []
+                        if columns and columns[0] and not info.get("foreign_key"):
+                            found.add((table, columns[0]))
+        except DatabaseError:
+            continue
+    return found
+
+
+def _installed_package(model: type[models.Model]) -> bool:
+    """True for a model of an app the host did not write (an installed package, Django's own)."""
+    config = model._meta.app_config
+    if config is None:
+        return False
+    if config.name.startswith("django."):
+        return True
+    parts = Path(config.path).parts
+    return "site-packages" in parts or "dist-packages" in parts
+
+
 def _missing_index(row: RowClass, option: str, field: models.Field[Any, Any]) -> Warning:
     model = row.model
-    pk = model._meta.pk.name if model._meta.pk is not None else "id"
+    concrete = model._meta.concrete_model or model
+    meta = concrete._meta
+    pk = meta.pk.name if meta.pk is not None else "id"
     index = models.Index(fields=[field.name, pk])
-    index.set_name_with_model(model)
+    index.set_name_with_model(concrete)
     fields = f'["{field.name}", "{pk}"]'
+    sharing = sorted(
+        other.data_class
+        for other in row_classes().values()
+        if other.data_class != row.data_class
+        and other.model._meta.db_table == meta.db_table
+        and other.time_field == field.name
+    )
+    shared = (
+        f" One index serves every class on {meta.db_table}: it also serves "
+        f"{', '.join(repr(name) for name in sharing)}."
+        if sharing
+        else ""
+    )
+    accept = (
+        f" Or, if scanning the table is acceptable, say why in "
+        f'RETENTION_ACCEPT_UNINDEXED = {{"{row.data_class}": "<reason>"}}.'
+    )
+    operation = (
+        f'retention.migration_ops.AddIndexOnModel("{meta.app_label}", "{meta.model_name}", '
+        f'fields={fields}, name="{index.name}")'
+    )
+    if _installed_package(model):
+        hint = (
+            f"{meta.label} belongs to the installed app {meta.app_label!r}: do not edit it "
+            "or add a migration to it. Add this operation to a migration of one of your "
+            f"own apps (with atomic = False, depending on {meta.app_label!r}'s latest "
+            f"migration): {operation}.{shared}{accept}"
+        )
+    else:
+        hint = (
+            f"Add db_index=True to {row.label}.{field.name} and run makemigrations, or add "
+            f'models.Index(fields={fields}, name="{index.name}") to its Meta.indexes; the '
+            f'migration: migrations.AddIndex(model_name="{meta.model_name}", '
+            f'index=models.Index(fields={fields}, name="{index.name}")).{shared}{accept}'
+        )
     return Warning(
         f"{_who(row)}: {option} {field.name!r} has no index: every page of a run "
-        f"would scan {model._meta.db_table}.",
-        hint=f"Add db_index=True to {row.label}.{field.name} and run makemigrations, or add "
-        f'models.Index(fields={fields}, name="{index.name}") to its Meta.indexes; the '
-        f'migration: migrations.AddIndex(model_name="{model._meta.model_name}", '
-        f'index=models.Index(fields={fields}, name="{index.name}")).',
+        f"would scan {meta.db_table}.",
+        hint=hint,
         id="retention.W004",
     )
 

@@ -392,3 +392,126 @@ def test_check_w004__an_index_or_unique_constraint_led_by_the_field_passes(row_r
     assert ids("ev.by-expiry") == []
     assert ids("ev.by-seen") == ["retention.W004"]  # seen is not the index's first column
     assert ids("ev.by-day") == []  # a DateField is a date too (E017)
+
+
+# W004 and models of other apps (issue 25): satisfiable from the host's own app
+
+
+def _w004(data_class: str, **kwargs: object) -> list[checks.CheckMessage]:
+    return [
+        m
+        for m in check_row_classes(**kwargs)
+        if m.id == "retention.W004" and repr(data_class) in m.msg
+    ]
+
+
+def test_check_w004__a_third_party_model_is_offered_an_operation_in_the_hosts_own_app(
+    row_registry,
+):
+    from django_q.models import Failure, Success
+
+    row_registry.register_model(Success, data_class="tasks.q_success", age_field="stopped")
+    row_registry.register_model(Failure, data_class="tasks.q_failure", age_field="stopped")
+
+    success, failure = _w004("tasks.q_success"), _w004("tasks.q_failure")
+
+    assert len(success) == len(failure) == 1
+    hint = success[0].hint
+    assert "installed app 'django_q'" in hint
+    assert "do not edit it or add a migration to it" in hint
+    assert "migrations.AddIndex(" not in hint and "db_index=True" not in hint
+    assert (
+        'retention.migration_ops.AddIndexOnModel("django_q", "task", '
+        'fields=["stopped", "id"], name="django_q_ta_stopped_'
+    ) in hint
+    assert "atomic = False" in hint
+    # The two proxies share one table: one index, the same one, serves both.
+    name = hint.split('name="')[1].split('"')[0]
+    assert f'name="{name}"' in failure[0].hint
+    assert "it also serves 'tasks.q_failure'" in hint
+    assert "it also serves 'tasks.q_success'" in failure[0].hint
+    assert "django_q_task" in success[0].msg
+
+
+def test_check_w004__djangos_own_apps_count_as_installed_packages(row_registry):
+    from django.contrib.sessions.models import Session
+
+    row_registry.register_model(Session, data_class="web.sessions", expires_field="expire_date")
+
+    # Session.expire_date has db_index=True: nothing to say.
+    assert _w004("web.sessions") == []
+
+    from django.contrib.admin.models import LogEntry
+
+    row_registry.register_model(LogEntry, data_class="admin.log", age_field="action_time")
+
+    [found] = _w004("admin.log")
+    assert "installed app 'admin'" in found.hint
+    assert 'AddIndexOnModel("admin", "logentry", fields=["action_time", "id"]' in found.hint
+
+
+def test_check_w004__a_class_accepted_with_a_reason_is_silent(row_registry, settings):
+    row_registry.register_model(Account, data_class="crm.accounts", age_field="last_seen_at")
+    assert 'RETENTION_ACCEPT_UNINDEXED = {"crm.accounts": "<reason>"}' in (
+        _w004("crm.accounts")[0].hint
+    )
+
+    settings.RETENTION_ACCEPT_UNINDEXED = {"crm.accounts": ""}
+    assert len(_w004("crm.accounts")) == 1  # a reason is required
+
+    settings.RETENTION_ACCEPT_UNINDEXED = {"crm.other": "small table"}
+    assert len(_w004("crm.accounts")) == 1  # another class's reason is not this one's
+
+    settings.RETENTION_ACCEPT_UNINDEXED = {"crm.accounts": "under 5,000 rows, ever"}
+    assert _w004("crm.accounts") == []
+
+
+@pytest.mark.django_db
+def test_check_w004__a_real_index_of_the_database_led_by_the_column_passes(row_registry):
+    from django.db import connection
+    from django_q.models import Success, Task
+
+    row_registry.register_model(Success, data_class="tasks.q_success", age_field="stopped")
+    quote = connection.ops.quote_name
+    table = quote(Task._meta.db_table)
+
+    assert len(_w004("tasks.q_success", databases=["default"])) == 1
+    with connection.cursor() as cursor:
+        # An index that merely contains the column does not lead with it.
+        cursor.execute(f"CREATE INDEX h5_name_stopped ON {table} (name, stopped)")
+    assert len(_w004("tasks.q_success", databases=["default"])) == 1
+    with connection.cursor() as cursor:
+        cursor.execute(f"CREATE INDEX h5_stopped_func ON {table} (stopped, func)")
+
+    assert _w004("tasks.q_success", databases=["default"]) == []
+    # Without databases (a plain `manage.py check`) nothing is asked.
+    assert len(_w004("tasks.q_success")) == 1
+
+
+def test_check_w004__an_unreachable_database_is_passed_over(row_registry, monkeypatch):
+    from django.db import DatabaseError, connections
+    from django_q.models import Success
+
+    row_registry.register_model(Success, data_class="tasks.q_success", age_field="stopped")
+
+    def refuse() -> None:
+        raise DatabaseError("connection refused")
+
+    monkeypatch.setattr(connections["default"], "cursor", refuse)
+
+    assert len(_w004("tasks.q_success", databases=["default"])) == 1
+
+
+def test_check_w004__an_add_index_on_model_in_the_migrations_satisfies_it(row_registry, settings):
+    from django_q.models import Success
+
+    from retention.rows import checks as row_checks
+
+    row_registry.register_model(Success, data_class="tasks.q_success", age_field="stopped")
+    assert len(_w004("tasks.q_success")) == 1
+
+    settings.MIGRATION_MODULES = {"rowhost": "tests.rows.index_migrations"}
+    try:
+        assert _w004("tasks.q_success") == []
+    finally:
+        row_checks._planned_indexes_in.cache_clear()

@@ -23,6 +23,7 @@ from retention.models import (
     BreakerTrip,
     DataClassMode,
     DeletionEvent,
+    Disposition,
     EventOutcome,
     LegalHold,
     Policy,
@@ -33,9 +34,11 @@ from retention.models import (
     RunMode,
     RunStatus,
 )
+from retention.rows.registry import RowClass, row_class, row_classes
 from retention.selectors.breaker import breaker_trip_open
 from retention.selectors.holds import held_q
-from retention.selectors.policies import VERSION_RULE_FIELDS, version_in_force
+from retention.selectors.policies import VERSION_RULE_FIELDS, version_governing, version_in_force
+from retention.selectors.rows import class_last_success, hold_row_reach, row_class_figures
 from retention.selectors.runs import run_last
 
 PREVIEW_HORIZONS: tuple[tuple[str, timedelta], ...] = (
@@ -58,6 +61,11 @@ VERSION_DIFF_FIELDS = VERSION_RULE_FIELDS
 class HoldReach:
     protected: int  # records in scope that still exist
     expired: int  # of which past their deadline: kept only because of holds
+    # Rows of registered models the hold covers, and of those past their class's cutoff.
+    rows: int = 0
+    rows_expired: int = 0
+    row_classes: int = 0  # classes of model rows the hold can touch
+    on_row: bool = False  # a hold on one row (subject): it covers no record
 
 
 def hold_reach(hold: LegalHold, *, now: datetime) -> HoldReach:
@@ -66,7 +74,20 @@ def hold_reach(hold: LegalHold, *, now: datetime) -> HoldReach:
         .exclude(state=RecordState.DELETED)
         .aggregate(protected=Count("id"), expired=Count("id", filter=Q(expires_at__lte=now)))
     )
-    return HoldReach(protected=counts["protected"], expired=counts["expired"])
+    names = [name for name in row_classes() if hold.data_class in (None, "", name)]
+    versions = {
+        policy.data_class: version_governing(policy)
+        for policy in Policy.objects.filter(data_class__in=names)
+    }
+    rows = hold_row_reach(hold, now=now, versions=versions)
+    return HoldReach(
+        protected=counts["protected"],
+        expired=counts["expired"],
+        rows=rows.rows,
+        rows_expired=rows.expired,
+        row_classes=rows.classes,
+        on_row=hold.subject_pk is not None,
+    )
 
 
 def hold_reach_many(holds: Iterable[LegalHold], *, now: datetime) -> dict[int, HoldReach]:
@@ -238,10 +259,23 @@ class ClassHealth:
     last_dry_run: Run | None
     # The volume breaker's trip holding the class for review, if any.
     breaker: BreakerTrip | None = None
+    # What the last successful run disposed of in this class (not the run's total).
+    last_success_disposed: int = 0
+    # "rows" for a registered model's rows, "records" for tracked objects.
+    kind: str = "records"
+    disposition: str = Disposition.DELETE
 
     @property
     def enforced(self) -> bool:
         return self.mode == DataClassMode.ENFORCE
+
+    @property
+    def noun(self) -> str:
+        return "rows" if self.kind == "rows" else "records"
+
+    @property
+    def disposed_verb(self) -> str:
+        return "redacted" if self.disposition == Disposition.REDACT else "deleted"
 
     @property
     def late(self) -> bool:
@@ -272,7 +306,39 @@ class Dashboard:
         return [c for c in self.classes if c.breaker is not None]
 
 
+def _row_class_health(policy: Policy, row: RowClass, *, now: datetime) -> ClassHealth:
+    """A class of model rows: its rows past its own cutoff, held by the one hold rule."""
+    in_force = version_in_force(policy_id=policy.pk)
+    version = version_governing(policy)
+    figures = row_class_figures(row, version, now=now) if version is not None else None
+    oldest = figures.oldest_deadline if figures is not None else None
+    last = class_last_success(policy.data_class)
+    return ClassHealth(
+        data_class=policy.data_class,
+        mode=policy.mode,
+        in_force=in_force,
+        backlog=figures.backlog if figures is not None else 0,
+        held=figures.held if figures is not None else 0,
+        oldest_eligible_at=oldest,
+        overdue=(now - oldest) if oldest is not None else None,
+        promise=settings.LAG_PROMISE,
+        failed_for_review=0,
+        retrying=0,
+        last_success=last.run if last is not None else None,
+        last_dry_run=run_last(
+            policy.data_class, mode=RunMode.DRY_RUN, statuses=[RunStatus.FINISHED]
+        ),
+        breaker=breaker_trip_open(policy.data_class),
+        last_success_disposed=last.disposed if last is not None else 0,
+        kind="rows",
+        disposition=version.disposition if version is not None else Disposition.DELETE,
+    )
+
+
 def class_health(policy: Policy, *, now: datetime) -> ClassHealth:
+    row = row_class(policy.data_class)
+    if row is not None:
+        return _row_class_health(policy, row, now=now)
     in_force = version_in_force(policy_id=policy.pk)
     margin = in_force.safety_margin if in_force is not None else timedelta(0)
     cutoff = now - margin
@@ -299,6 +365,7 @@ def class_health(policy: Policy, *, now: datetime) -> ClassHealth:
     )
     held_count = counts.get("held", 0)
     oldest = counts["oldest"]
+    last = class_last_success(policy.data_class)
     return ClassHealth(
         data_class=policy.data_class,
         mode=policy.mode,
@@ -310,13 +377,13 @@ def class_health(policy: Policy, *, now: datetime) -> ClassHealth:
         promise=settings.LAG_PROMISE,
         failed_for_review=counts["failed"],
         retrying=counts["retrying"],
-        last_success=run_last(
-            policy.data_class, mode=RunMode.ENFORCE, statuses=[RunStatus.FINISHED]
-        ),
+        last_success=last.run if last is not None else None,
         last_dry_run=run_last(
             policy.data_class, mode=RunMode.DRY_RUN, statuses=[RunStatus.FINISHED]
         ),
         breaker=breaker_trip_open(policy.data_class),
+        last_success_disposed=last.disposed if last is not None else 0,
+        disposition=in_force.disposition if in_force is not None else Disposition.DELETE,
     )
 
 

@@ -10,7 +10,7 @@ as does an open trip of the volume breaker (its backlog waits for a person).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -25,8 +25,6 @@ from retention.models import (
     RecordState,
     RetentionRecord,
     Run,
-    RunMode,
-    RunStatus,
 )
 from retention.selectors.admin import ClassHealth, class_health
 from retention.selectors.control import kill_switch_engaged
@@ -36,7 +34,7 @@ from retention.selectors.reconcile_health import (
     reappeared_overdue,
     reconciliations_last,
 )
-from retention.selectors.runs import runs_covering
+from retention.selectors.rows import class_last_success
 
 # Why a data class's promise is broken.
 OVERDUE = "overdue"  # an eligible record expired longer ago than the promise
@@ -47,18 +45,15 @@ BREAKER_TRIPPED = "breaker_tripped"  # the volume breaker holds the class for re
 
 
 def last_full_sweep(data_class: str) -> Run | None:
-    """The newest finished enforcing run that swept the whole class.
+    """The newest finished enforcing run that swept the whole class and did its work there.
 
     A run narrowed to one tenant, or to the records of a zero-period upload,
-    proves the engine works, not that the class's backlog was swept.
+    proves the engine works, not that the class's backlog was swept; a run
+    in which the breaker held the class, or that disposed of none of what
+    it found due, did not sweep it (``class_last_success``).
     """
-    return (
-        runs_covering(data_class)
-        .filter(mode=RunMode.ENFORCE, status=RunStatus.FINISHED, tenant_id__isnull=True)
-        .exclude(report__has_key="record_ids")
-        .order_by("-finished_at")
-        .first()
-    )
+    last = class_last_success(data_class)
+    return last.run if last is not None else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,7 +117,7 @@ def class_check(
     policy: Policy, *, now: datetime, reappeared: ReappearedOverdue | None
 ) -> ClassCheck:
     """``reappeared``: the class's entry of ``reappeared_overdue``, read once for all classes."""
-    health = replace(class_health(policy, now=now), last_success=last_full_sweep(policy.data_class))
+    health = class_health(policy, now=now)  # last_success: the last full sweep of the class
     return ClassCheck(
         health=health,
         now=now,

@@ -60,6 +60,8 @@ def _class_lines(check: ClassCheck, promise: timedelta) -> list[str]:
     else:
         verdict = "BROKEN: " + ", ".join(REASONS[r] for r in check.broken)
     lines = [f"{h.data_class} [{'enforce' if h.enforced else 'report-only'}] {verdict}"]
+    if h.kind == "rows":
+        return lines + _row_class_lines(check, promise)
     if h.oldest_eligible_at is not None and h.overdue is not None:
         late = "over" if h.overdue > promise else "within"
         lines.append(
@@ -91,6 +93,36 @@ def _class_lines(check: ClassCheck, promise: timedelta) -> list[str]:
             f"  reappeared after deletion, not deleted again {check.reappeared.records}; "
             f"oldest reappeared {_when(check.reappeared.oldest_reappeared_at)}, "
             f"{_span(since)} ago (over the promise)"
+        )
+    return lines
+
+
+def _row_class_lines(check: ClassCheck, promise: timedelta) -> list[str]:
+    """A class of model rows: due by its own deadline, held by the one hold rule."""
+    h = check.health
+    lines = []
+    if h.oldest_eligible_at is not None and h.overdue is not None:
+        late = "over" if h.overdue > promise else "within"
+        lines.append(
+            f"  backlog {h.backlog} rows; oldest due {_when(h.oldest_eligible_at)}, "
+            f"{_span(h.overdue)} ago ({late} the promise)"
+        )
+    else:
+        lines.append("  backlog 0 rows")
+    lines.append(f"  due but held {h.held} rows")
+    run, age = h.last_success, check.last_success_age
+    if run is not None and run.finished_at is not None and age is not None:
+        lines.append(
+            f"  last successful run {_when(run.finished_at)}, {_span(age)} ago (run {run.pk}): "
+            f"{h.last_success_disposed} rows {h.disposed_verb}"
+        )
+    else:
+        lines.append("  last successful run: never")
+    if h.breaker is not None:
+        lines.append(
+            f"  volume breaker tripped {_when(h.breaker.tripped_at)} (trip {h.breaker.pk}): "
+            f"{trip_summary(h.breaker.limit, h.breaker.figures or {})}; none of its rows is "
+            "disposed of until an approver releases it"
         )
     return lines
 

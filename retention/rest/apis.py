@@ -28,7 +28,7 @@ from retention.models import (
 )
 from retention.rest.csv import CSVStreamMixin, CSVStreamRenderer, stream_csv
 from retention.rest.filters import PeriodFilterSerializer
-from retention.rest.pagination import ReceiptCursorPagination, page_serializer
+from retention.rest.pagination import MAX_PAGE_SIZE, ReceiptCursorPagination, page_serializer
 from retention.rest.proofs import InclusionProofSerializer
 from retention.rest.schema import error_responses
 from retention.rest.views import TenantApiView
@@ -75,10 +75,26 @@ class DeletionListApi(CSVStreamMixin, TenantApiView):
     renderer_classes = [JSONRenderer, CSVStreamRenderer]
 
     class FilterSerializer(PeriodFilterSerializer):
-        other_params = frozenset({"format", "cursor", "page_size"})
-
         data_class = serializers.CharField(
             required=False, max_length=100, validators=[data_class_validator]
+        )
+        # Read by the paginator; here so the schema states them and a bad
+        # page_size is refused rather than replaced by the default.
+        cursor = serializers.CharField(
+            required=False,
+            allow_blank=True,
+            trim_whitespace=False,
+            help_text="Opaque: copy it from a page's `next` or `previous` link. A cursor "
+            "the API did not write is refused (`invalid_cursor`).",
+        )
+        page_size = serializers.IntegerField(
+            required=False,
+            min_value=1,
+            max_value=MAX_PAGE_SIZE,
+            help_text=f"Receipts a page, 1 to {MAX_PAGE_SIZE} (default "
+            f"{ReceiptCursorPagination.page_size}). With `format=csv`, `page_size` or "
+            "`cursor` makes the CSV one page, in the JSON's order, with its `next` and "
+            "`prev` links in a `Link` header; without them the CSV holds every receipt.",
         )
 
     class OutputSerializer(serializers.Serializer[Any]):
@@ -147,7 +163,8 @@ class DeletionListApi(CSVStreamMixin, TenantApiView):
         summary="Your deletion receipts",
         description="Receipts of your objects that are gone, in the order they were recorded, "
         "cursor-paginated. `?format=csv` (or `Accept: text/csv`) streams every matching "
-        "receipt as CSV, by deletion time.",
+        "receipt as CSV, by deletion time; with `cursor` or `page_size`, one page of them, "
+        "as the JSON page, its links in a `Link` header.",
         parameters=[FilterSerializer],
         responses={
             (200, "application/json"): PageSerializer,
@@ -159,19 +176,46 @@ class DeletionListApi(CSVStreamMixin, TenantApiView):
     def get(self, request: Request) -> Any:
         filters = self.FilterSerializer(data=request.query_params.dict())
         filters.is_valid(raise_exception=True)
-        if isinstance(request.accepted_renderer, CSVStreamRenderer):
-            rows = deletion_receipt_rows(tenant_id=self.tenant_id, **filters.validated_data)
-            stamp = timezone.now().strftime("%Y%m%dT%H%M%SZ")
-            return stream_csv(
-                header=CSV_HEADER, rows=rows, filename=f"deletion-receipts-{stamp}.csv"
-            )
-        receipts = deletion_receipts(
-            tenant_id=self.tenant_id, **filters.validated_data
-        ).select_related("batch")
+        period = dict(filters.validated_data)
+        paged = {"cursor", "page_size"} & set(period)
+        for name in paged:
+            del period[name]
         paginator = ReceiptCursorPagination()
+        if isinstance(request.accepted_renderer, CSVStreamRenderer):
+            stamp = timezone.now().strftime("%Y%m%dT%H%M%SZ")
+            filename = f"deletion-receipts-{stamp}.csv"
+            if not paged:
+                rows = deletion_receipt_rows(tenant_id=self.tenant_id, **period)
+                return stream_csv(header=CSV_HEADER, rows=rows, filename=filename)
+            return self._csv_page(paginator, period, filename)
+        receipts = deletion_receipts(tenant_id=self.tenant_id, **period).select_related("batch")
         page = paginator.paginate_queryset(receipts, request, view=self)
         data = self.OutputSerializer(page, many=True, context={"batch_leaves": {}}).data
         return paginator.get_paginated_response(data)
+
+    def _csv_page(
+        self, paginator: ReceiptCursorPagination, period: dict[str, Any], filename: str
+    ) -> Any:
+        """One page as CSV: the rows the JSON page of the same cursor holds."""
+        receipts = deletion_receipts(tenant_id=self.tenant_id, **period)
+        page = paginator.paginate_queryset(receipts.only("id"), self.request, view=self) or []
+        rows = (
+            receipts.filter(id__in=[event.pk for event in page])
+            .order_by("id")
+            .values_list(*RECEIPT_FIELDS)
+        )
+        response = stream_csv(header=CSV_HEADER, rows=list(rows), filename=filename)
+        links = [
+            f'<{url}>; rel="{rel}"'
+            for url, rel in (
+                (paginator.get_next_link(), "next"),
+                (paginator.get_previous_link(), "prev"),
+            )
+            if url
+        ]
+        if links:
+            response["Link"] = ", ".join(links)
+        return response
 
 
 class OverdueRecordSerializer(serializers.Serializer[Any]):

@@ -41,8 +41,18 @@ class RunStartApi(ControlPlaneApiView):
             required=False, min_value=1, max_value=86400, help_text="Time budget of the sweep."
         )
 
+        # The schema says so too (additionalProperties: false; RetentionAutoSchema).
+        refuses_unknown_keys = True
+
         class Meta:
             ref_name = "RunStart"
+
+        def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+            # A misspelt key would otherwise widen the run to every class.
+            unknown = set(self.initial_data) - set(self.fields)
+            if unknown:
+                raise serializers.ValidationError(dict.fromkeys(sorted(unknown), "Unknown field."))
+            return attrs
 
     class OutputSerializer(serializers.Serializer[Any]):
         run_id = serializers.UUIDField(source="pk")
@@ -71,7 +81,7 @@ class RunStartApi(ControlPlaneApiView):
                 description="Refused (`run_refused`): lease held, paused, report-only "
                 "class, storage unreachable. The refused run stays in the ledger.",
             ),
-            **error_responses(400, 401, 415, 503),
+            **error_responses(400, 401, 413, 415, 503),
         },
         tags=["runs"],
     )

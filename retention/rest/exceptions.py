@@ -9,7 +9,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.core.exceptions import ObjectDoesNotExist
+from django.conf import settings as django_settings
+from django.core.exceptions import (
+    ObjectDoesNotExist,
+    RequestDataTooBig,
+    TooManyFieldsSent,
+    TooManyFilesSent,
+)
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.http import Http404
 from rest_framework import exceptions, serializers, status
@@ -69,7 +75,47 @@ def _flatten(detail: Any, prefix: str = "") -> dict[str, list[str]]:
     return {prefix or "non_field_errors": [str(item) for item in items]}
 
 
-def _translate(exc: Exception) -> Exception:
+def _query_too_long(request: Any, limit: int) -> bool:
+    # As Python's parse_qsl counts fields for Django's QueryDict.
+    query = request.META.get("QUERY_STRING", "") if request is not None else ""
+    return bool(query) and query.count("&") + 1 > limit
+
+
+def _request_limit(exc: Exception, request: Any) -> ApiError | None:
+    """Django's request limits, raised while the query string or the body is
+    read, as this API's refusals rather than Django's HTML 400."""
+    if isinstance(exc, TooManyFieldsSent):
+        limit = django_settings.DATA_UPLOAD_MAX_NUMBER_FIELDS
+        if _query_too_long(request, limit):
+            return ApiError(
+                f"More than {limit} query parameters (DATA_UPLOAD_MAX_NUMBER_FIELDS).",
+                code="too_many_parameters",
+            )
+        return ApiError(
+            f"More than {limit} fields in the form (DATA_UPLOAD_MAX_NUMBER_FIELDS).",
+            code="too_many_fields",
+        )
+    if isinstance(exc, TooManyFilesSent):
+        limit = django_settings.DATA_UPLOAD_MAX_NUMBER_FILES
+        return ApiError(
+            f"More than {limit} file parts in the form (DATA_UPLOAD_MAX_NUMBER_FILES).",
+            code="too_many_files",
+        )
+    if isinstance(exc, RequestDataTooBig):
+        limit = django_settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        return ApiError(
+            f"The request body, files aside, is larger than {limit} bytes "
+            "(DATA_UPLOAD_MAX_MEMORY_SIZE).",
+            code="request_too_large",
+            status_code=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
+        )
+    return None
+
+
+def _translate(exc: Exception, request: Any = None) -> Exception:
+    limit = _request_limit(exc, request)
+    if limit is not None:
+        return limit
     if isinstance(exc, RunRefused):
         # Bad arguments are the caller's mistake; the rest is the state of things.
         code = status.HTTP_400_BAD_REQUEST if exc.reason == "bad_arguments" else 409
@@ -90,7 +136,7 @@ def _translate(exc: Exception) -> Exception:
 
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
-    exc = _translate(exc)
+    exc = _translate(exc, context.get("request"))
     response = drf_exception_handler(exc, context)
     if response is None or not isinstance(exc, exceptions.APIException):
         return None

@@ -29,11 +29,16 @@ class PeriodFilterSerializer(QueryFilterSerializer):
     since = serializers.DateTimeField(
         required=False, help_text="Deleted at or after this time (RFC 3339)."
     )
-    until = serializers.DateTimeField(required=False, help_text="Deleted before this time.")
+    until = serializers.DateTimeField(
+        required=False,
+        help_text="Deleted before this time (RFC 3339); must be later than `since` "
+        "(400 `invalid` otherwise).",
+    )
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         attrs = super().validate(attrs)
         since, until = attrs.get("since"), attrs.get("until")
+        # An empty window (equal) is refused with a reversed one: both are mistakes.
         if since and until and since >= until:
             raise serializers.ValidationError({"until": "must be later than since."})
         return attrs

@@ -2,13 +2,30 @@
 
 from __future__ import annotations
 
+import binascii
+import re
+from base64 import b64decode
 from typing import Any
+from urllib.parse import parse_qs
 
 from rest_framework import serializers
-from rest_framework.exceptions import NotFound
-from rest_framework.pagination import CursorPagination
+from rest_framework.pagination import Cursor, CursorPagination
 
 from retention.rest.exceptions import ApiError
+
+MAX_PAGE_SIZE = 1000
+# A receipt id: what the position of a cursor over ``ordering = "id"`` holds.
+_POSITION = re.compile(r"[0-9]{1,19}")
+_OFFSET = re.compile(r"[0-9]{1,9}")
+_ID_MAX = 2**63 - 1
+
+
+def _invalid() -> ApiError:
+    # A cursor is a client input, not a resource: 400, not DRF's 404.
+    return ApiError(
+        "The cursor is not valid; use a `next` or `previous` link as given.",
+        code="invalid_cursor",
+    )
 
 
 class ReceiptCursorPagination(CursorPagination):
@@ -17,14 +34,37 @@ class ReceiptCursorPagination(CursorPagination):
     ordering = "id"
     page_size = 100
     page_size_query_param = "page_size"
-    max_page_size = 1000
+    max_page_size = MAX_PAGE_SIZE
 
-    def decode_cursor(self, request: Any) -> Any:
+    def decode_cursor(self, request: Any) -> Cursor | None:
+        """Only a cursor this paginator could have written; DRF's own decoder
+        reads an empty or garbled one as the first page, and passes any
+        position to the database."""
+        encoded = request.query_params.get(self.cursor_query_param)
+        if encoded is None:
+            return None
         try:
-            return super().decode_cursor(request)
-        except NotFound:
-            # A cursor is a client input, not a resource: 400, not DRF's 404.
-            raise ApiError("The cursor is not valid.", code="invalid_cursor") from None
+            text = b64decode(encoded.encode("ascii"), validate=True).decode("ascii")
+            tokens = parse_qs(text, keep_blank_values=True, strict_parsing=True)
+        except (UnicodeError, binascii.Error, ValueError):
+            raise _invalid() from None
+        if not tokens or set(tokens) - {"o", "r", "p"} or any(len(v) != 1 for v in tokens.values()):
+            raise _invalid()
+        offset = tokens.get("o", ["0"])[0]
+        reverse = tokens.get("r", ["0"])[0]
+        position = tokens.get("p", [None])[0]
+        if not _OFFSET.fullmatch(offset) or reverse not in ("0", "1"):
+            raise _invalid()
+        if position is not None and not (
+            _POSITION.fullmatch(position) and int(position) <= _ID_MAX
+        ):
+            raise _invalid()
+        # DRF compares positions as strings (str() of the instance's value); the stubs say int.
+        return Cursor(
+            offset=min(int(offset), self.offset_cutoff),
+            reverse=reverse == "1",
+            position=position,  # type: ignore[arg-type]
+        )
 
 
 def page_serializer(item: type[serializers.Serializer[Any]], *, ref_name: str) -> type:

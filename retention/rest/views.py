@@ -5,7 +5,7 @@ project's REST_FRAMEWORK defaults are."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, NoReturn
 
 from rest_framework.exceptions import NotAcceptable
 from rest_framework.negotiation import DefaultContentNegotiation
@@ -20,6 +20,7 @@ from retention.rest.authentication import (
 )
 from retention.rest.exceptions import exception_handler
 from retention.rest.permissions import IsControlPlane, IsTenant
+from retention.rest.schema import RetentionAutoSchema
 from retention.rest.throttling import TenantRateThrottle
 
 
@@ -52,9 +53,18 @@ class RetentionApiView(APIView):
     renderer_classes = [JSONRenderer]
     parser_classes = [JSONParser]
     content_negotiation_class = StrictContentNegotiation
+    schema = RetentionAutoSchema()
 
     def get_exception_handler(self) -> Callable[[Exception, dict[str, Any]], Any]:
         return exception_handler
+
+    def raise_uncaught_exception(self, exc: Exception) -> NoReturn:
+        # DRF's DEBUG path reads the chosen renderer; a request refused while
+        # choosing one (its query string unreadable) has none.
+        if not hasattr(self.request, "accepted_renderer"):
+            self.request.accepted_renderer = JSONRenderer()
+            self.request.accepted_media_type = JSONRenderer.media_type
+        super().raise_uncaught_exception(exc)
 
 
 class TenantApiView(RetentionApiView):

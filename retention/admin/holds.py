@@ -11,8 +11,8 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
-from django.core.exceptions import PermissionDenied
-from django.db.models import QuerySet
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db.models import Model, QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
@@ -22,6 +22,7 @@ from django.utils import timezone
 from retention import services
 from retention.admin.base import TenantFilter, acting_user, report_refusal
 from retention.models import LegalHold, ObjectLockStatus, Policy, RetentionRecord
+from retention.rows.registry import row_classes
 from retention.selectors import admin as selectors
 
 
@@ -38,6 +39,15 @@ class PlaceHoldForm(forms.ModelForm[LegalHold]):
         label="Record id",
         help_text="One retention record (its id, as shown in the records list). Empty: any.",
     )
+    row_model = forms.ChoiceField(
+        required=False,
+        label="Row of model",
+        help_text="One database row of a registered model: its model here, its primary key "
+        "below. A hold on a row takes no other scope.",
+    )
+    row_pk = forms.CharField(
+        max_length=100, required=False, label="Row primary key", help_text="The row's id."
+    )
     reason = forms.CharField(
         widget=forms.Textarea(attrs={"rows": 3}),
         help_text="Why the data must be kept, e.g. the case or request reference.",
@@ -53,15 +63,22 @@ class PlaceHoldForm(forms.ModelForm[LegalHold]):
         data_class = self.fields["data_class"]
         assert isinstance(data_class, forms.ChoiceField)  # declared above
         data_class.choices = [("", "— any —"), *((n, n) for n in names)]
+        row_model = self.fields["row_model"]
+        assert isinstance(row_model, forms.ChoiceField)  # declared above
+        row_model.choices = [("", "— none —"), *((label, label) for label in _row_models())]
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
         tenant = (data.get("tenant_id") or "").strip()
         data["tenant_id"] = tenant
         record_id = data.get("record_id")
+        data["subject"] = None
+        if data.get("row_model") or (data.get("row_pk") or "").strip():
+            self._clean_row(data, tenant=tenant, record_id=record_id)
+            return data
         if not (tenant or data.get("data_class") or record_id):
             raise forms.ValidationError(
-                "Choose a scope: a tenant, a data class, a record, or a combination."
+                "Choose a scope: a tenant, a data class, a record, a row, or a combination."
             )
         if record_id:
             record = (
@@ -76,6 +93,34 @@ class PlaceHoldForm(forms.ModelForm[LegalHold]):
             elif data.get("data_class") and record["data_class"] != data["data_class"]:
                 self.add_error("record_id", "This record is of another data class.")
         return data
+
+    def _clean_row(self, data: dict[str, Any], *, tenant: str, record_id: int | None) -> None:
+        """A hold on one row: a registered model and the primary key of a row of it."""
+        label, pk = data.get("row_model") or "", (data.get("row_pk") or "").strip()
+        if tenant or data.get("data_class") or record_id:
+            raise forms.ValidationError(
+                "A hold on one row takes no other scope: leave tenant, data class and record empty."
+            )
+        if not label:
+            self.add_error("row_model", "Choose the row's model.")
+            return
+        if not pk:
+            self.add_error("row_pk", "Give the row's primary key.")
+            return
+        model = _row_models()[label]
+        try:
+            row = model._default_manager.filter(pk=pk).first()
+        except (ValueError, TypeError, ValidationError):
+            row = None
+        if row is None:
+            self.add_error("row_pk", f"No row of {label} has this primary key.")
+            return
+        data["subject"] = row
+
+
+def _row_models() -> dict[str, type[Model]]:
+    """The models of the registered classes of rows, by label."""
+    return {row.label: row.model for _, row in sorted(row_classes().items())}
 
 
 class HoldStatusFilter(admin.SimpleListFilter):
@@ -142,7 +187,7 @@ class LegalHoldAdmin(admin.ModelAdmin[LegalHold]):
 
     def get_fields(self, request: HttpRequest, obj: LegalHold | None = None) -> tuple[str, ...]:
         if obj is None:
-            return ("tenant_id", "data_class", "record_id", "reason")
+            return ("tenant_id", "data_class", "record_id", "row_model", "row_pk", "reason")
         return tuple(self.readonly_fields)
 
     def get_readonly_fields(
@@ -186,6 +231,7 @@ class LegalHoldAdmin(admin.ModelAdmin[LegalHold]):
             tenant_id=data["tenant_id"] or None,
             data_class=data["data_class"] or None,
             record=record,
+            subject=data.get("subject"),
         )
 
     def save_model(
@@ -319,5 +365,14 @@ def _object_lock_text(hold: LegalHold) -> str:
 
 
 def _reach_text(reach: selectors.HoldReach) -> str:
+    if reach.on_row:
+        if not reach.rows:
+            return "0 rows now (the row is gone)"
+        due = "past its deadline" if reach.rows_expired else "not yet past its deadline"
+        return f"1 row now ({due})"
     noun = "record" if reach.protected == 1 else "records"
-    return f"{reach.protected} {noun} now ({reach.expired} past their deadline)"
+    text = f"{reach.protected} {noun} now ({reach.expired} past their deadline)"
+    if reach.row_classes:
+        rows = "row" if reach.rows == 1 else "rows"
+        text += f"; {reach.rows} {rows} ({reach.rows_expired} past their deadline)"
+    return text

@@ -12,6 +12,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from django.core.exceptions import SuspiciousOperation
+
 from retention.pacing import RateGate
 from retention.storage import KeyResult, StorageAdapter, get_adapter
 
@@ -29,6 +31,23 @@ class Disposer(Protocol):
     def dispose(
         self, items: Sequence[DisposalItem], *, erase_versions: bool, gate: RateGate
     ) -> dict[int, KeyResult]: ...
+
+
+def objects_present(
+    disposer: Disposer, items: Sequence[DisposalItem], *, any_version: bool
+) -> dict[int, bool | None]:
+    """Whether each item's object is still in its store, without deleting it.
+
+    None where the store cannot tell (a disposer or adapter without a way to
+    ask, an error): the caller leaves such a record as it is, to be asked
+    again. ``any_version``: any version of the key counts (a versioned
+    bucket whose policy erases every version).
+    """
+    check = getattr(disposer, "present", None)
+    if check is None:
+        return {item.record_id: None for item in items}
+    answer: dict[int, bool | None] = check(items, any_version=any_version)
+    return answer
 
 
 def can_overlap(disposer: Disposer, storages: Iterable[str], gate: RateGate) -> bool:
@@ -58,6 +77,35 @@ class ObjectDisposer:
             and gate.for_storage(alias).slice_size is None
             for alias in storages
         )
+
+    def present(
+        self, items: Sequence[DisposalItem], *, any_version: bool
+    ) -> dict[int, bool | None]:
+        """See ``objects_present``: the adapter's ``exists_many``, or a Django storage's
+        ``exists()``; None for an adapter with neither."""
+        answers: dict[int, bool | None] = {}
+        for item in items:
+            answers[item.record_id] = None
+        by_storage: dict[str, list[DisposalItem]] = defaultdict(list)
+        for item in items:
+            by_storage[item.storage].append(item)
+        for alias, group in by_storage.items():
+            adapter = self.adapter(alias)
+            exists_many = getattr(adapter, "exists_many", None)
+            if exists_many is not None:
+                found = exists_many([i.object_key for i in group], any_version=any_version)
+                for item in group:
+                    answers[item.record_id] = found.get(item.object_key)
+                continue
+            storage = getattr(adapter, "storage", None)
+            if storage is None:
+                continue
+            for item in group:
+                try:
+                    answers[item.record_id] = bool(storage.exists(item.object_key))
+                except (OSError, SuspiciousOperation):
+                    answers[item.record_id] = None
+        return answers
 
     def dispose(
         self, items: Sequence[DisposalItem], *, erase_versions: bool, gate: RateGate

@@ -296,6 +296,38 @@ def records_claim_next(*, cursors: Cursors, data_class: str, **claim: Any) -> Cl
     return page
 
 
+def records_claim_stranded(*, run: Run, data_class: str, limit: int, now: datetime) -> Claim:
+    """Take over rows a dead claimer left in ``deleting`` that a hold covers now.
+
+    A claim skips held rows, so nothing else would ever finish them: their
+    object may be gone already (the claimer died after its delete), or not.
+    The claim is not a re-check: ``claim_dispose`` re-checks them, and probes
+    the store for those past an earlier re-check (``page.held_settle``).
+    """
+    token = uuid.uuid4()
+    lease_seconds = settings.LEASE_SECONDS
+    with transaction.atomic():
+        candidates = (
+            run_scope(run)
+            .filter(data_class=data_class, state=RecordState.DELETING, lease_expires_at__lte=now)
+            .pending()
+            .held()
+            .order_by("expires_at", "id")
+            .select_for_update(skip_locked=True, of=("self",))
+            .values_list("id", "disposal_started_at")[:limit]
+        )
+        move = _claim_returning if connection.vendor == "postgresql" else _claim_portable
+        earlier, rows = move(candidates, token, now + timedelta(seconds=lease_seconds), {})
+    items = tuple(claimed_item(row, probe=earlier[row["id"]] is not None) for row in rows)
+    return Claim(
+        run_id=run.pk,
+        token=token,
+        cutoff=class_cutoff(run, data_class),
+        items=items,
+        lease_seconds=lease_seconds,
+    )
+
+
 def claim_release(token: uuid.UUID) -> int:
     """Give a claim's rows back to the claim queue, unprocessed (attempt not counted)."""
     return RetentionRecord.objects.filter(lease_owner=token, state=RecordState.DELETING).update(

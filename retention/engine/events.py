@@ -16,11 +16,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from django.db import transaction
+from django.db.models import Exists, OuterRef
 
 from retention.engine.claims import ClaimedItem
 from retention.engine.ledger import run_counts_add
 from retention.engine.rules import expired_pending
-from retention.models import DeletionEvent, EventKind, EventOutcome, Run
+from retention.models import DeletionEvent, EventKind, EventOutcome, RecordState, Run
 from retention.services.evidence import NewEvent, events_append
 
 
@@ -33,7 +34,12 @@ class ClaimOutcome:
 
 
 def idempotency_key(
-    item: ClaimedItem, outcome: str, *, run_id: uuid.UUID, per_attempt: bool = False
+    item: ClaimedItem,
+    outcome: str,
+    *,
+    run_id: uuid.UUID,
+    per_attempt: bool = False,
+    hold_id: int | None = None,
 ) -> str:
     base = f"{item.policy_version_id}:{item.record_id}:{item.disposition}"
     if item.reappearances:
@@ -41,6 +47,10 @@ def idempotency_key(
         base = f"{base}:r{item.reappearances}"
     if outcome in (EventOutcome.DELETED, EventOutcome.ALREADY_ABSENT):
         return base
+    if hold_id is not None:
+        # A row given back to a hold that came after its re-check: once per
+        # hold, however many runs find it (``retention.engine.page.held_settle``).
+        return f"{base}:{outcome}:h{hold_id}"
     if per_attempt:
         # A skip the store decided (an Object Lock refused the delete): a run
         # may claim the record again and be refused again, each time evidenced.
@@ -62,9 +72,12 @@ def event_for(
     now: datetime,
     reason: str = "",
     per_attempt: bool = False,
+    hold_id: int | None = None,
 ) -> NewEvent:
     return NewEvent(
-        idempotency_key=idempotency_key(item, outcome, run_id=run_id, per_attempt=per_attempt),
+        idempotency_key=idempotency_key(
+            item, outcome, run_id=run_id, per_attempt=per_attempt, hold_id=hold_id
+        ),
         record_id=item.record_id,
         run_id=run_id,
         tenant_id=item.tenant_id,
@@ -99,6 +112,17 @@ def held_skips_record(run: Run, now: datetime) -> None:
     rows = (
         expired_pending(run)
         .held()
+        # A row in flight is its claimer's to record (a hold after its
+        # re-check may have come too late to keep its object), and one given
+        # back to its hold in this run has its skip already.
+        .exclude(state=RecordState.DELETING)
+        .exclude(
+            Exists(
+                DeletionEvent.objects.filter(
+                    run=run, record=OuterRef("pk"), outcome=EventOutcome.SKIPPED_HELD
+                )
+            )
+        )
         .order_by("id")
         .values_list(
             "id",

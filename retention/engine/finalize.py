@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import random
 import uuid
+from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
@@ -21,9 +22,13 @@ from retention import counters
 from retention.conf import settings
 from retention.engine.claims import Claim, ClaimedItem
 from retention.engine.events import ClaimOutcome, event_for
-from retention.engine.ledger import run_counts_sql
+from retention.engine.ledger import run_counts_add, run_counts_sql
 from retention.models import EventOutcome, RecordState, RetentionRecord
-from retention.selectors.holds import held_record_ids, holds_after_recheck
+from retention.selectors.holds import (
+    held_record_ids,
+    holds_after_recheck,
+    holds_first_covering,
+)
 from retention.services.evidence import NewEvent, events_append
 from retention.storage import KeyResult, Outcome
 
@@ -171,6 +176,54 @@ def finalize(
         if outcome.counts:
             counters.count_on_commit(items[0].data_class, outcome.counts)
     _log_page(claim, items, outcome, failed)
+    return outcome
+
+
+def held_release(claim: Claim, items: Sequence[ClaimedItem], *, now: datetime) -> ClaimOutcome:
+    """Give back to their hold rows past an earlier re-check whose object is still there.
+
+    One held skip per record and hold, whichever run finds the row: a row
+    a hold keeps is not claimed again while the hold lasts. Only rows still
+    leased to the claim are given back.
+    """
+    outcome = ClaimOutcome()
+    by_id = {item.record_id: item for item in items}
+    with transaction.atomic():
+        ours = list(
+            RetentionRecord.objects.select_for_update()
+            .filter(id__any_of=list(by_id), lease_owner=claim.token, state=RecordState.DELETING)
+            .values_list("id", flat=True)
+        )
+        holds = holds_first_covering(ours)
+        # A hold released since the re-check: nothing to give the row back
+        # to; it keeps its lease and is claimed again once that lapses.
+        kept = sorted(rid for rid in ours if rid in holds)
+        if not kept:
+            return outcome
+        RetentionRecord.objects.filter(id__any_of=kept, lease_owner=claim.token).update(
+            state=RecordState.ACTIVE,
+            lease_owner=None,
+            lease_expires_at=None,
+            disposal_started_at=None,
+        )
+        events = [
+            event_for(
+                by_id[rid],
+                run_id=claim.run_id,
+                outcome=EventOutcome.SKIPPED_HELD,
+                now=now,
+                reason=f"hold #{holds[rid]} placed after the re-check; the object was still "
+                "there, and is kept",
+                hold_id=holds[rid],
+            )
+            for rid in kept
+        ]
+        fresh = events_append(events, run_id=claim.run_id, now=now)
+        counts: Counter[str] = Counter(skipped_held=len(fresh))
+        run_counts_add(claim.run_id, counts)
+        if fresh:
+            counters.count_on_commit(items[0].data_class, counts)
+            outcome.counts.update(counts)
     return outcome
 
 

@@ -25,7 +25,7 @@ from retention.engine.events import ClaimOutcome, held_skips_record
 from retention.engine.ledger import run_columns, run_finish
 from retention.engine.measure import dry_run_report, retry_next_due, run_measure
 from retention.engine.overlap import Overlap
-from retention.engine.page import claim_dispose
+from retention.engine.page import claim_dispose, stranded_settle
 from retention.engine.row_sweep import RowSweep, row_class_names
 from retention.engine.rules import run_rules
 from retention.engine.stepping import Clock, Monotonic, Stepper, Stop
@@ -90,6 +90,9 @@ def _execute(
         Run.objects.filter(pk=run.pk).update(report=report)
         return run_finish(run, RunStatus.FINISHED, "", clock())
 
+    # Rows a dead claimer left under a hold placed since: settled before
+    # the held skips are recorded, so no skip is recorded for a gone object.
+    stranded_settle(run=run, clock=clock, disposer=disposer)
     held_skips_record(run, clock())
     # Once per class, before the class's first page.
     breaker_decide(run, eligible=measured.eligible, rows=measured.rows, now=clock())

@@ -17,22 +17,29 @@ from django.db import transaction
 
 from retention import counters
 from retention.conf import settings
-from retention.disposal import DisposalItem, Disposer, ObjectDisposer
-from retention.engine.claims import Claim, ClaimedItem
+from retention.disposal import DisposalItem, Disposer, ObjectDisposer, objects_present
+from retention.engine.claims import Claim, ClaimedItem, records_claim_stranded
 from retention.engine.events import ClaimOutcome, event_for
-from retention.engine.finalize import finalize
+from retention.engine.finalize import finalize, held_release
 from retention.engine.ledger import run_counts_sql
-from retention.models import EventOutcome, RecordState, RetentionRecord
+from retention.models import EventOutcome, RecordState, RetentionRecord, Run
 from retention.pacing import RateGate, gate_for
 from retention.selectors.holds import held_record_ids
 from retention.services.evidence import NewEvent, events_append
-from retention.storage import KeyResult
+from retention.storage import KeyResult, Outcome
 
 Clock = Callable[[], datetime]
 
 
-def recheck(claim: Claim, now: datetime) -> tuple[list[ClaimedItem], ClaimOutcome]:
-    """Keep the items still ours, unchanged, expired and unheld; release the rest."""
+def recheck(
+    claim: Claim, now: datetime
+) -> tuple[list[ClaimedItem], ClaimOutcome, list[ClaimedItem]]:
+    """Keep the items still ours, unchanged, expired and unheld; release the rest.
+
+    The third list: items still ours that a hold covers now but that were past
+    an earlier re-check (a claimer died after it): their object may be gone
+    already, so the store decides what is true of them (``held_settle``).
+    """
     result = ClaimOutcome()
     by_id = {item.record_id: item for item in claim.items}
     with transaction.atomic():
@@ -44,6 +51,7 @@ def recheck(claim: Claim, now: datetime) -> tuple[list[ClaimedItem], ClaimOutcom
         }
         held = held_record_ids(by_id)
         proceed: list[ClaimedItem] = []
+        settle: list[ClaimedItem] = []
         release_held: list[int] = []
         events: list[NewEvent] = []
 
@@ -72,6 +80,9 @@ def recheck(claim: Claim, now: datetime) -> tuple[list[ClaimedItem], ClaimOutcom
                 if renewed:
                     skip(item, EventOutcome.SKIPPED_RENEWED, "renewed after claim")
                 continue
+            if record_id in held and item.probe:
+                settle.append(item)
+                continue
             if record_id in held:
                 release_held.append(record_id)
                 skip(item, EventOutcome.SKIPPED_HELD, "legal hold applies")
@@ -95,12 +106,16 @@ def recheck(claim: Claim, now: datetime) -> tuple[list[ClaimedItem], ClaimOutcom
                 disposal_started_at=now,
                 lease_expires_at=now + timedelta(seconds=claim.lease_seconds),
             )
+        if settle:
+            RetentionRecord.objects.filter(
+                id__any_of=[i.record_id for i in settle], lease_owner=claim.token
+            ).update(lease_expires_at=now + timedelta(seconds=claim.lease_seconds))
         events_append(
             events, run_id=claim.run_id, now=now, also=run_counts_sql(claim.run_id, result.counts)
         )
         if result.counts:
             counters.count_on_commit(claim.items[0].data_class, result.counts)
-    return proceed, result
+    return proceed, result, settle
 
 
 def claim_dispose(
@@ -115,14 +130,16 @@ def claim_dispose(
     total = ClaimOutcome()
     if not claim.items:
         return total
+    disposer = disposer or ObjectDisposer()
     if claim.rechecked:
         proceed = list(claim.items)
     else:
-        proceed, rechecked = recheck(claim, clock())
+        proceed, rechecked, settle = recheck(claim, clock())
         total.counts.update(rechecked.counts)
+        if settle:
+            total.counts.update(held_settle(claim, settle, disposer, clock).counts)
     if not proceed:
         return total
-    disposer = disposer or ObjectDisposer()
     gate = gate or gate_for(data_class=proceed[0].data_class)
     results = dispose(proceed, disposer, gate)
     finalized = finalize(
@@ -153,3 +170,60 @@ def dispose(
         ]
         results.update(disposer.dispose(disposal, erase_versions=erase, gate=gate))
     return results
+
+
+def held_settle(
+    claim: Claim, items: Sequence[ClaimedItem], disposer: Disposer, clock: Clock
+) -> ClaimOutcome:
+    """Rows past an earlier re-check that a hold now covers: the store says what is true.
+
+    Their claimer passed the re-check, so it may have deleted their object
+    before it died. An object that is gone is recorded as already absent,
+    with the note that the hold came after the re-check; one still there is
+    given back to its hold, with one held skip per hold (not one per run).
+    A row the store could not answer for keeps its lease, and is asked about
+    again once that lapses.
+    """
+    outcome = ClaimOutcome()
+    present: dict[int, bool | None] = {}
+    for erase in (False, True):
+        group = [item for item in items if item.erase_all_versions is erase]
+        if group:
+            present.update(objects_present(disposer, _disposal_items(group), any_version=erase))
+    gone = [item for item in items if present.get(item.record_id) is False]
+    kept = [item for item in items if present.get(item.record_id) is True]
+    if gone:
+        results = {item.record_id: KeyResult(item.object_key, Outcome.ABSENT) for item in gone}
+        finalized = finalize(claim, gone, results, max_attempts=settings.MAX_ATTEMPTS, now=clock())
+        outcome.counts.update(finalized.counts)
+    if kept:
+        outcome.counts.update(held_release(claim, kept, now=clock()).counts)
+    return outcome
+
+
+def stranded_settle(*, run: Run, clock: Clock, disposer: Disposer | None = None) -> ClaimOutcome:
+    """Settle the rows a dead claimer left in ``deleting`` under a hold placed since.
+
+    Claims skip held rows, so without this such a row would stay
+    ``deleting`` for ever, and every run would record a held skip for an
+    object that may be gone. Each run does it before recording its held
+    skips (and reconciliation of a store does it too).
+    """
+    total = ClaimOutcome()
+    disposer = disposer or ObjectDisposer()
+    for name in run.data_classes:
+        while True:
+            claim = records_claim_stranded(run=run, data_class=name, limit=1000, now=clock())
+            if not claim.items:
+                break
+            total.counts.update(claim_dispose(claim=claim, clock=clock, disposer=disposer).counts)
+    return total
+
+
+def _disposal_items(items: Sequence[ClaimedItem]) -> list[DisposalItem]:
+    return [
+        DisposalItem(
+            record_id=i.record_id, storage=i.storage, object_key=i.object_key, probe=i.probe
+        )
+        for i in items
+    ]

@@ -45,6 +45,7 @@ from retention.engine.events import held_skips_record
 from retention.engine.inline import run_execute
 from retention.engine.ledger import run_finish
 from retention.engine.measure import retry_next_due, run_measure
+from retention.engine.page import stranded_settle
 from retention.engine.publish import BATCH_TASK, Publish, batch_publisher
 from retention.engine.row_sweep import row_class_names
 from retention.engine.rules import class_cutoff, run_rules
@@ -92,6 +93,8 @@ def run_dispatch(
     if run.mode == RunMode.DRY_RUN:
         # Nothing to publish: a dry run is a few aggregate queries.
         return run_execute(run=run, clock=clock, monotonic=monotonic).status
+    # Outside the run's lock: it may ask the store about rows a dead batch left.
+    stranded_settle(run=run, clock=clock)
     _measure_once(run, clock())
     return run_advance(run_id=run.pk, clock=clock, publish=publish, guard=guard)
 

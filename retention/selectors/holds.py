@@ -71,6 +71,22 @@ def holds_after_recheck(record_ids: Sequence[int], *, data_class: str) -> dict[i
     """
     if not record_ids or not LegalHold.objects.covering(data_class=data_class).exists():
         return {}
+    return _first_holds(
+        RetentionRecord.objects.filter(
+            id__any_of=list(record_ids), disposal_started_at__isnull=False
+        )
+    )
+
+
+def holds_first_covering(record_ids: Sequence[int]) -> dict[int, int]:
+    """Of these records, those an active hold covers now: record id → the first
+    such hold's id (the earliest placed), the one a held skip names."""
+    if not record_ids:
+        return {}
+    return _first_holds(RetentionRecord.objects.filter(id__any_of=list(record_ids)))
+
+
+def _first_holds(records: Any) -> dict[int, int]:
     first = (
         LegalHold.objects.covering(
             tenant_id=OuterRef("tenant_id"),
@@ -81,10 +97,7 @@ def holds_after_recheck(record_ids: Sequence[int], *, data_class: str) -> dict[i
         .values("pk")[:1]
     )
     return dict(
-        RetentionRecord.objects.filter(
-            id__any_of=list(record_ids), disposal_started_at__isnull=False
-        )
-        .annotate(late_hold=Subquery(first))
+        records.annotate(late_hold=Subquery(first))
         .filter(late_hold__isnull=False)
         .values_list("id", "late_hold")
     )

@@ -206,8 +206,9 @@ def legal_hold_place(
             transaction.on_commit(partial(hold_mirror_start, hold=hold, release=False))
     if hold.in_flight:
         logger.warning(
-            "%s placed while %d records it covers were past their re-check: they are deleted, "
-            "and their events say the hold came after",
+            "%s placed while %d records it covers were past their re-check: they are deleted "
+            "(or, if their claimer died, settled against the store by the next run), and "
+            "their events say the hold came after",
             hold,
             hold.in_flight,
             extra={"hold_id": hold.pk, "in_flight": hold.in_flight},

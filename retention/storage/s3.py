@@ -225,6 +225,41 @@ class S3Adapter:
             results[key] = KeyResult(key, outcome, reason, throttled)
         return {key: results[key] for key in unique}
 
+    def exists_many(
+        self, keys: Sequence[str], *, any_version: bool = False
+    ) -> dict[str, bool | None]:
+        """Whether each key's object is in the bucket (None: the store would not say).
+
+        ``any_version``: any version of the exact key counts, not only a
+        current one (a delete marker hides the data, it does not remove it).
+        """
+        answers: dict[str, bool | None] = {}
+        for key in dict.fromkeys(keys):
+            s3_key = self._s3_key(key)
+            try:
+                if any_version:
+                    pages = self.client.get_paginator("list_object_versions").paginate(
+                        Bucket=self.bucket, Prefix=s3_key, Delimiter="/"
+                    )
+                    answers[key] = any(
+                        entry["Key"] == s3_key
+                        for page in pages
+                        for entry in page.get("Versions", ())
+                    )
+                    continue
+                self.client.head_object(Bucket=self.bucket, Key=s3_key)
+                answers[key] = True
+            except ClientError as exc:
+                code, status, _ = error_parts(exc)
+                found = status == 404 or code in {"404", "NoSuchKey"}
+                answers[key] = False if found else None
+            except REQUEST_ERRORS:
+                answers[key] = None
+        if False in answers.values():
+            # A missing bucket answers HEAD with a bare 404 too.
+            self.check()
+        return answers
+
     def _s3_key(self, key: str) -> str:
         return f"{self.prefix}/{key}" if self.prefix else key
 

@@ -29,7 +29,7 @@ from retention.admin.base import (
     report_refusal,
 )
 from retention.digest import key_digest
-from retention.models import DeletionEvent, RetentionRecord
+from retention.models import DeletionEvent, EventKind, RetentionRecord
 from retention.selectors.evidence import row_subjects
 from retention.services.policies import APPROVE_PERMISSION
 
@@ -162,7 +162,7 @@ class DeletionEventAdmin(CsvExportMixin[DeletionEvent], ReadOnlyAdmin[DeletionEv
     list_display = (
         "id",
         "occurred_at",
-        "record_id",
+        "subject",
         "tenant_id",
         "data_class",
         "policy",
@@ -225,6 +225,14 @@ class DeletionEventAdmin(CsvExportMixin[DeletionEvent], ReadOnlyAdmin[DeletionEv
             more,
             shown,
         )
+
+    @admin.display(description="about", ordering="record_id")
+    def subject(self, obj: DeletionEvent) -> str:
+        """A record by its id; database rows by their count (a page event stands for its rows)."""
+        if obj.kind == EventKind.ROW:
+            n = obj.row_count if obj.row_count is not None else 1
+            return "1 row" if n == 1 else f"{n} rows"
+        return f"record {obj.record_id}"
 
     @admin.display(description="policy")
     def policy(self, obj: DeletionEvent) -> str:

@@ -112,6 +112,11 @@ class DeletionEvent(models.Model):
         ]
 
     def __str__(self) -> str:
+        if self.kind == EventKind.ROW:
+            # A page event stands for its rows; an event of one row has no count.
+            n = self.row_count if self.row_count is not None else 1
+            rows = "1 row" if n == 1 else f"{n} rows"
+            return f"Event #{self.pk}: {rows} of {self.data_class}: {self.outcome}"
         return f"Event #{self.pk} record {self.record_id}: {self.outcome}"
 
 

@@ -36,6 +36,8 @@ demo: install
 	$(DEMO_ENV) $(PY) manage.py run_retention
 	@echo; echo "== What was deleted, what survived and why =="
 	$(DEMO_ENV) $(PY) manage.py lethe_demo report
+	@echo; echo "== The data map: every model governed, exempt with a reason, or internal =="
+	$(DEMO_ENV) $(PY) manage.py retention_datamap --strict
 
 # Exit code 5 (no tests collected) is a failure, not a pass.
 test: install

@@ -189,6 +189,21 @@ UPLOADS_ALLOWED_TYPES = {
 _breaker = os.environ.get("RETENTION_BREAKER_ENABLED", "1").strip().lower()
 RETENTION_BREAKER_ENABLED = _breaker not in ("0", "false")
 
+# The data map (`manage.py retention_datamap --strict`, docs/data-map.md): the
+# models with personal-looking fields that no data class governs, each with why.
+RETENTION_EXEMPT_MODELS = {
+    "auth.User": "Staff accounts of the governance owners and operators: the audit trail "
+    "(authors, approvers, holds) names them, so they are kept as long as the evidence.",
+    "auth.Group": "Permission groups (the governance roles): role names, no personal data.",
+    "django_q.Schedule": "The retention schedule: task names, no personal data.",
+    "django_q.Task": "Results of Lethe's own queued tasks: run and batch ids, no personal data.",
+    "django_q.Success": "django-q2's view of its successful tasks (django_q.Task).",
+    "django_q.Failure": "django-q2's view of its failed tasks (django_q.Task).",
+    "rest_framework_api_key.APIKey": "Unused: tenants' API keys are retention_rest.TenantAPIKey.",
+    "uploads.Upload": "The index of tracked uploads: each row belongs to the retention record "
+    "whose data class governs its file. Its file name outlives the file (a known gap).",
+}
+
 # Prometheus metrics at /metrics/: off (404) until an allow list or a token is set.
 RETENTION_METRICS_ALLOWED_IPS = os.environ.get("RETENTION_METRICS_ALLOWED_IPS", "")
 RETENTION_METRICS_TOKEN = os.environ.get("RETENTION_METRICS_TOKEN", "")

@@ -395,3 +395,59 @@ def _includes(patterns: Iterable[Any], urlconf: str) -> bool:
             if module == urlconf or _includes(pattern.url_patterns, urlconf):
                 return True
     return False
+
+
+# --------------------------------------------------------------------------
+# The data map (docs/data-map.md)
+
+
+@register("retention")
+def check_exempt_models(**kwargs: Any) -> list[Error]:
+    from django.core.exceptions import ImproperlyConfigured
+
+    from retention.selectors.datamap import unknown_exempt_labels
+
+    try:
+        unknown = unknown_exempt_labels()
+    except ImproperlyConfigured as exc:
+        return [
+            Error(
+                str(exc),
+                hint='Give each model its reason: {"app_label.Model": "why no policy governs it"}.',
+                id="retention.E034",
+            )
+        ]
+    return [
+        Error(
+            f"RETENTION_EXEMPT_MODELS names {label!r}, which is no model of this project.",
+            hint="Use the model's label, app_label.ModelName (python manage.py "
+            "retention_datamap lists them), or remove the entry.",
+            id="retention.E035",
+        )
+        for label in unknown
+    ]
+
+
+@register("retention", deploy=True)
+def check_ungoverned_personal_models(**kwargs: Any) -> list[Warning]:
+    from django.core.exceptions import ImproperlyConfigured
+
+    from retention.selectors.datamap import ungoverned_personal_models
+
+    try:
+        found = ungoverned_personal_models()
+    except ImproperlyConfigured:
+        return []  # retention.E034 says why
+    if not found:
+        return []
+    listed = "; ".join(f"{label} ({', '.join(f.name for f in fields)})" for label, fields in found)
+    return [
+        Warning(
+            f"{len(found)} model{'s' if len(found) != 1 else ''} with personal-looking fields "
+            f"no retention policy governs: {listed}.",
+            hint="Register each with retention.api.register_model and approve a policy for "
+            "its data class, or exempt it with a written reason in RETENTION_EXEMPT_MODELS. "
+            "Silencing this check governs nothing (docs/data-map.md).",
+            id="retention.W008",
+        )
+    ]

@@ -12,6 +12,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings as django_settings
+from django.core.exceptions import ImproperlyConfigured
 
 
 class RetentionSettings:
@@ -328,6 +329,41 @@ class RetentionSettings:
         with the host's reason (``retention.W004`` is then silent for it)."""
         value = self._get("ACCEPT_UNINDEXED", {})
         return dict(value) if isinstance(value, dict) else {}
+
+    @property
+    def EXEMPT_MODELS(self) -> dict[str, str]:
+        """Host models no data class governs, on purpose: ``{"app_label.Model": "reason"}``.
+
+        The data map shows each as ``exempt`` with its reason. Raises
+        ImproperlyConfigured for anything but a dict, or an entry without a
+        written reason (check retention.E034 reports it).
+        """
+        value = self._get("EXEMPT_MODELS", {})
+        if not isinstance(value, dict):
+            raise ImproperlyConfigured(
+                "RETENTION_EXEMPT_MODELS is a dict {'app_label.Model': 'reason'}, "
+                f"not {type(value).__name__}."
+            )
+        exempt: dict[str, str] = {}
+        for label, reason in value.items():
+            if not isinstance(reason, str) or not reason.strip():
+                raise ImproperlyConfigured(
+                    f"RETENTION_EXEMPT_MODELS[{label!r}] has no reason: an exemption says "
+                    "in words why no retention policy governs the model."
+                )
+            exempt[str(label)] = reason.strip()
+        return exempt
+
+    @property
+    def PERSONAL_FIELD_NAMES(self) -> tuple[str, ...]:
+        """Words in a field's name that make it personal-looking, besides the built-in ones.
+
+        Accepts a list or the environment's comma-separated form; a phrase of
+        several words (``"tax id"``) matches them in a row (``tax_id``, ``taxId``).
+        """
+        value = self._get("PERSONAL_FIELD_NAMES", ())
+        entries = value.split(",") if isinstance(value, str) else list(value)
+        return tuple(dict.fromkeys(text for entry in entries if (text := str(entry).strip())))
 
 
 settings = RetentionSettings()

@@ -107,3 +107,22 @@ class DailyTotal(models.Model):
 
     def __str__(self) -> str:
         return f"{self.tenant_id} {self.day}"
+
+
+class LowercaseEmailField(models.EmailField):
+    """A host's own email field: a subclass, which the data map must still see."""
+
+    def get_prep_value(self, value: object) -> object:
+        value = super().get_prep_value(value)
+        return value.lower() if isinstance(value, str) else value
+
+
+class Subscriber(models.Model):
+    """The data map's host model: personal by its field types, not its field names."""
+
+    contact = LowercaseEmailField()
+    origin = models.GenericIPAddressField(null=True, blank=True)
+    created_at = models.DateTimeField(db_index=True)
+
+    def __str__(self) -> str:
+        return f"subscriber {self.pk}"

@@ -30,12 +30,15 @@ from retention.conf import settings
 from retention.models import (
     RUN_COUNT_FIELDS,
     DataClassMode,
+    Disposition,
     Policy,
     Run,
     RunBatch,
     RunMode,
     RunStatus,
 )
+from retention.rows.registry import row_class
+from retention.selectors.policies import version_in_force
 from retention.selectors.runs import dry_run_reviewable
 from retention.services import governance
 from retention.services.policies import APPROVE_PERMISSION
@@ -159,9 +162,11 @@ class RunAdmin(CsvExportMixin[Run], ReadOnlyAdmin[Run]):
             data = report.get("per_data_class", {}).get(name, {})
             policy = policies.get(name)
             latest = dry_run_reviewable(data_class=name, now=now)
+            wording = _wording(name, data, policy)
             sections.append(
                 {
                     "name": name,
+                    **wording,
                     "eligible": data.get("eligible", 0),
                     "held": data.get("held", 0),
                     "oldest_eligible_at": _parse(data.get("oldest_eligible_at")),
@@ -191,6 +196,8 @@ class RunAdmin(CsvExportMixin[Run], ReadOnlyAdmin[Run]):
             "finished": run.status == RunStatus.FINISHED,
             "can_enable": can_enable,
             "can_disable": can_disable,
+            "summary_verb": _summary_verb(sections),
+            "summary_noun": _summary_noun(sections, run.eligible),
         }
         return TemplateResponse(request, "admin/retention/run/report.html", context)
 
@@ -236,10 +243,13 @@ class RunAdmin(CsvExportMixin[Run], ReadOnlyAdmin[Run]):
                 ),
             )
             if done is not None:
+                policy = Policy.objects.filter(data_class=data_class).first()
+                wording = _wording(data_class, {}, policy)
                 self.message_user(
                     request,
-                    f"Enforcement enabled for {data_class}: the next enforcing run deletes its "
-                    f"expired records. You are recorded as the reviewer of this dry run.",
+                    f"Enforcement enabled for {data_class}: the next enforcing run "
+                    f"{wording['does']} its expired {wording['noun']}. You are recorded as the "
+                    "reviewer of this dry run.",
                     messages.SUCCESS,
                 )
         elif mode == DataClassMode.REPORT_ONLY:
@@ -263,6 +273,43 @@ class RunAdmin(CsvExportMixin[Run], ReadOnlyAdmin[Run]):
 
 def _parse(value: object) -> object:
     return parse_datetime(value) if isinstance(value, str) else value
+
+
+def _wording(name: str, data: dict[str, Any], policy: Policy | None) -> dict[str, Any]:
+    """How a class's disposal reads: rows or records, deleted or redacted.
+
+    A dry run's report says it for its classes of rows (``kind``,
+    ``disposition``); otherwise the registration and the version in force do.
+    """
+    rows = data.get("kind") == "rows" or row_class(name) is not None
+    disposition = data.get("disposition")
+    if disposition is None and policy is not None:
+        version = version_in_force(policy_id=policy.pk)
+        disposition = version.disposition if version is not None else None
+    redact = disposition == Disposition.REDACT
+    return {
+        "rows": rows,
+        "noun": "rows" if rows else "records",
+        "would": "Would redact" if redact else "Would delete",
+        "does": "redacts" if redact else "deletes",
+        "has_tenants": not rows or bool(getattr(row_class(name), "tenant_field", None)),
+    }
+
+
+def _summary_noun(sections: list[dict[str, Any]], count: int) -> str:
+    kinds = {s["rows"] for s in sections}
+    if kinds == {True}:
+        return "row" if count == 1 else "rows"
+    records = "expired record" if count == 1 else "expired records"
+    return f"{records} and rows" if True in kinds else records
+
+
+def _summary_verb(sections: list[dict[str, Any]]) -> str:
+    """The report's headline: what the run would do to all its classes."""
+    verbs = {s["would"] for s in sections}
+    if len(verbs) == 1:
+        return verbs.pop()
+    return "Would delete or redact" if verbs else "Would delete"
 
 
 @admin.register(RunBatch)

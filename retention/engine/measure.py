@@ -9,7 +9,7 @@ digests (never keys), and the rows waiting for review.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.db.models import Count, Min
@@ -17,9 +17,10 @@ from django.utils.dateparse import parse_datetime
 
 from retention.conf import settings
 from retention.engine.breaker import breaker_held
+from retention.engine.dry_rows import row_sample, row_tenants
 from retention.engine.row_measure import related_rows, row_class_measure
 from retention.engine.rules import class_cutoff, expired_pending, expired_q, run_rules, run_scope
-from retention.models import Disposition, Policy, RecordState, Run
+from retention.models import Disposition, Policy, PolicyVersion, RecordState, Run
 from retention.rows.registry import row_class, row_class_required
 
 
@@ -139,12 +140,24 @@ def dry_run_report(run: Run, row_figures: dict[str, dict[str, Any]]) -> dict[str
         ]
         for name in run.data_classes
     }
+    for name, measured in row_figures.items():
+        row, period = row_class_required(name), _row_period(rules[name].version_id)
+        tenants[name] = row_tenants(row, measured["_free"], period=period, top=top)
+        samples[name] = row_sample(
+            row, measured["_free"], period=period, size=settings.REPORT_SAMPLE_SIZE
+        )
     return {
         "per_data_class": per_class,
         "per_tenant": tenants,
         "sample": samples,
         "failed_for_review": failed_for_review,
     }
+
+
+def _row_period(version_id: int | None) -> timedelta:
+    """The period of the version a row class's run works by (a deadline is date + period)."""
+    version = PolicyVersion.objects.filter(pk=version_id).first() if version_id else None
+    return version.retention_period if version is not None else timedelta(0)
 
 
 def retry_next_due(run: Run) -> datetime | None:

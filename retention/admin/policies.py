@@ -214,6 +214,15 @@ class PolicyAdmin(ObjectReadOnlyMixin[Policy], admin.ModelAdmin[Policy]):
                 name="retention_policy_dashboard",
             )
         ]
+        from retention.admin.datamap import datamap_view
+
+        urls.append(
+            path(
+                "datamap/",
+                self.admin_site.admin_view(lambda request: datamap_view(self, request)),
+                name="retention_policy_datamap",
+            )
+        )
         return urls + super().get_urls()
 
     def change_view(

@@ -14,6 +14,10 @@ the algorithm so a customer can re-implement it.
   ``expires_at`` and ``key_digest``), and the event's ``key_digest`` is the
   Merkle root of its subjects' leaves in keyset order. A row's receipt is its
   audit path to that root, then the event's own path to its batch's root.
+- A run's held rows (``evidence`` "held") are one event per class, hold and
+  tenant: ``row_count`` rows, ``key_digest`` the Merkle root of their
+  subjects' leaves (as above) in keyset order; the rows themselves are not
+  stored (an auditor holding the table recomputes the root).
 - The events finalized together form a batch whose root is the RFC 6962
   Merkle Tree Hash of their leaves (in leaf order); interior nodes are
   SHA-256(0x01 || left || right).
@@ -56,6 +60,8 @@ LEAF_FIELDS = (
 ROW_LEAF_FIELDS = ("kind", "row_count", "first_pk", "last_pk")
 # And by a page event standing for one event per row ("evidence": "per_row").
 PER_ROW = "per_row"
+# And by the event of a run's rows kept under one hold ("evidence": "held").
+HELD = "held"
 
 _SORTED_FIELDS = tuple(sorted(LEAF_FIELDS))
 _SORTED_ROW_FIELDS = tuple(sorted(LEAF_FIELDS + ROW_LEAF_FIELDS))
@@ -149,6 +155,37 @@ def merkle_root(leaves: Sequence[bytes]) -> bytes:
             paired.append(level[-1])
         level = paired
     return level[0]
+
+
+class MerkleStream:
+    """``merkle_root`` of leaves added one at a time, in memory logarithmic in their count.
+
+    RFC 6962 splits n leaves at the largest power of two below n, so the tree
+    of n leaves is its perfect subtrees (one per bit of n, largest first)
+    joined from the right; only their roots are kept.
+    """
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._stack: list[tuple[int, bytes]] = []  # (size, root) of the perfect subtrees
+
+    def add(self, leaf: bytes) -> None:
+        size, node = 1, leaf
+        stack = self._stack
+        while stack and stack[-1][0] == size:
+            left = stack.pop()[1]
+            node = hashlib.sha256(b"\x01" + left + node).digest()
+            size *= 2
+        stack.append((size, node))
+        self.count += 1
+
+    def root(self) -> bytes:
+        if not self._stack:
+            return hashlib.sha256(b"").digest()
+        node = self._stack[-1][1]
+        for _size, left in reversed(self._stack[:-1]):
+            node = _node(left, node)
+        return node
 
 
 def inclusion_path(leaves: Sequence[bytes], index: int) -> list[bytes]:

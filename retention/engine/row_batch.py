@@ -23,6 +23,7 @@ from django.db.models import F
 from django.utils.dateparse import parse_datetime
 
 from retention.conf import settings
+from retention.engine.row_held import held_rows_record
 from retention.engine.row_select import RowCursor
 from retention.engine.rows import rows_page
 from retention.engine.rules import run_rules
@@ -67,6 +68,9 @@ def rows_batch(run: Run, batch: RunBatch, now: datetime) -> bool:
             if size > 0
             else None
         )
+        if page is not None and not page.stopped and page.seen < size:
+            # The class swept to its end: its held rows, once (a second delivery adds nothing).
+            held_rows_record(run=current, row=row, rules=rules, now=now)
         # The report as it is now (batches of other classes write it too).
         locked = Run.objects.select_for_update().get(pk=run.pk)
         report = dict(locked.report) if isinstance(locked.report, dict) else {}

@@ -228,6 +228,30 @@ class RowEvents:
             reason=reason,
         )
 
+    def held_event(
+        self, *, hold_id: int, tenant: Any, count: int, root: str, latest: str
+    ) -> NewEvent:
+        """The event of the run's rows of the class kept under hold ``hold_id`` for
+        ``tenant``: their count and the Merkle root of their subjects (``evidence.HELD``).
+
+        One per run, class, hold and tenant, whatever the number of rows: the
+        rows' keys are not recorded (``RowEventKey``), nor their subjects.
+        """
+        base, disposition, per_run = self._key_parts(EventOutcome.SKIPPED_HELD)
+        scope = hashlib.sha256(f"{hold_id}:{'' if tenant is None else tenant}".encode())
+        event = self._event(
+            key=f"{base}:{disposition}:{EventOutcome.SKIPPED_HELD}:held:"
+            f"{scope.hexdigest()[:32]}{per_run}",
+            outcome=EventOutcome.SKIPPED_HELD,
+            digest=root,
+            tenant=tenant,
+            due=_latest([latest]),
+            reason=f"legal hold applies (hold {hold_id})",
+            count=count,
+        )
+        event.evidence = evidence.HELD
+        return event
+
     def _key_affixes(self, outcome: str) -> tuple[str, str]:
         """(prefix, suffix) of a row's idempotency key around the row's digest."""
         base, disposition, per_run = self._key_parts(outcome)

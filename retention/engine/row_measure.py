@@ -26,7 +26,9 @@ from retention.selectors.holds import held_rows
 MEASURED_ROWS = 1000
 
 
-def _pending(row: RowClass, rules: ClassRules, run: Run) -> models.QuerySet[Any]:
+def rows_pending(row: RowClass, rules: ClassRules, run: Run) -> models.QuerySet[Any]:
+    """The class's due rows not disposed of yet: for a redacting class, those
+    after its mark or listed as skipped (a redacted row stays, and stays due)."""
     due = rows_due(row, rules, run)
     if rules.disposition != Disposition.REDACT:
         return due
@@ -50,7 +52,7 @@ def _protected_q(row: RowClass) -> Any:
 
 def row_class_measure(row: RowClass, rules: ClassRules, run: Run) -> dict[str, Any]:
     """Eligible, held and protected rows of one class, with the oldest eligible time."""
-    pending = _pending(row, rules, run)
+    pending = rows_pending(row, rules, run)
     holds = held_rows(row.data_class, label=row.label, tenant_field=row.tenant_field)
     held_q = holds.q(row.tenant_field)
     free = pending if held_q is None else pending.exclude(held_q)

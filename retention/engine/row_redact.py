@@ -5,6 +5,8 @@ does not walk the ones already done: each class keeps a mark (``RowMark``,
 in ``(time, pk)`` order) before which every row is redacted or listed as
 skipped (``RowSkip``: held, or its strategy failed). A run looks at the
 skipped rows first, then pages on from the mark through the time index.
+Held rows are recorded once per run, class, hold and tenant (``row_held``),
+not by the pages that list them.
 """
 
 from __future__ import annotations
@@ -112,7 +114,12 @@ def _redact(
     result: RowPage,
     now: datetime,
 ) -> None:
-    """Redact the locked, unheld rows; list the held ones as skipped (inside the page)."""
+    """Redact the locked, unheld rows; list the held ones as skipped (inside the page).
+
+    A held row gets no event here: listed as skipped, it is among the rows
+    the class's held evidence records once the run has swept the class
+    (``row_held``), and the next run looks at it again.
+    """
     counts: Counter[str] = Counter()
     events = RowEvents(run=run, row=row, rules=rules, now=now)
     held, free = holds.split(rows)
@@ -129,8 +136,6 @@ def _redact(
             ],
             ignore_conflicts=True,
         )
-        events.add(EventOutcome.SKIPPED_HELD, held, reason="legal hold applies")
-        counts["skipped_held"] += len(held)
     if free:
         counts["claimed"] += len(free)
         pks = [r[0] for r in free]

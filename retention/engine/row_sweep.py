@@ -28,6 +28,7 @@ from datetime import datetime
 from django.db import connection, connections, router
 from django.utils import timezone
 
+from retention.engine.row_held import held_rows_record
 from retention.engine.row_plain import plain_delete
 from retention.engine.row_select import RowCursor, RowPage
 from retention.engine.rows import rows_page
@@ -72,6 +73,8 @@ class RowSweep:
         self.failure: BaseException | None = None
         # A class waiting for review (its delete left the approved cascade) is skipped.
         self.done = Policy.objects.filter(data_class=data_class).exclude(review_reason="").exists()
+        # A page stopped the class for review: its held rows are not recorded either.
+        self.stopped = False
 
     def next_page(self, size: int, now: datetime) -> RowPage:
         """The engine thread's next page, with the second lane's pages finished meanwhile."""
@@ -90,7 +93,13 @@ class RowSweep:
         if page.stopped:
             self.main.done = True
             self.halt.set()
+            self.stopped = True
         self.done = self.main.done and self.thread is None
+        if self.done and not self.stopped:
+            # Swept to its end: its held rows, once (``row_held``).
+            page.counts.update(
+                held_rows_record(run=self.run, row=self.row, rules=self.rules, now=now)
+            )
         return page
 
     def close(self) -> None:

@@ -3,8 +3,10 @@
 A page is selected in ``(time, pk)`` order after the run's cursor, under row
 locks (``FOR UPDATE SKIP LOCKED``: a row another worker holds is left to it),
 re-checked in the same statement (past the run's fixed cutoff, in the
-class's scope), sorted into held and not held by the holds as they are now,
-then deleted or redacted and recorded, all before the commit. No lock is held
+class's scope, not covered by a hold as the holds are now), then deleted or
+redacted and recorded, all before the commit. Held rows are left out of the
+select: a run records them once per class, hold and tenant when it has swept
+the class (``retention.engine.row_held``). No lock is held
 across pages, and each page runs under ``RETENTION_ROWS_LOCK_TIMEOUT_MS`` and
 ``RETENTION_ROWS_STATEMENT_TIMEOUT_MS``.
 
@@ -93,12 +95,15 @@ def _page(
             run=run, row=row, rules=rules, first=cursor is None, limit=limit, now=now
         )
     holds = held_rows(row.data_class, label=row.label, tenant_field=row.tenant_field)
-    due = rows_due(row, rules, run)
+    if holds.whole_class:
+        return RowPage(cursor=cursor)  # every row is held: nothing for a page
+    # The rows a hold covers are not the page's (``row_held`` records them).
+    due = holds.unheld(rows_due(row, rules, run), row.tenant_field)
     if row.files:
         return _delete_with_files(run, row, rules, due, holds, cursor, limit, now)
     result = RowPage(cursor=cursor)
     db = router.db_for_write(row.model)
-    returning = returning_columns(row, db) if holds.empty and plain_delete(row, db) else None
+    returning = returning_columns(row, db) if plain_delete(row, db) else None
     try:
         with transaction.atomic():
             page_timeouts()
@@ -121,17 +126,19 @@ def _delete_locked(
     result: RowPage,
     now: datetime,
 ) -> None:
-    """Delete the locked rows that no hold covers, with their events (inside the page)."""
+    """Delete the locked rows, with their events (inside the page).
+
+    The select left the held rows out; a row a hold covers all the same
+    (the holds and the select are one spelling) is kept, and the class's
+    held evidence (``row_held``) records it.
+    """
     result.seen = len(rows)
     if not rows:
         return
     result.cursor = (rows[-1][1], rows[-1][0])
     counts = result.counts
     events = RowEvents(run=run, row=row, rules=rules, now=now)
-    held, free = holds.split(rows)
-    events.add(EventOutcome.SKIPPED_HELD, held, reason="legal hold applies")
-    # Counted with their events, as held records are (``held_skips_record``).
-    counts["skipped_held"] += len(held)
+    _held, free = holds.split(rows)
     counts["claimed"] += len(free)
     db = router.db_for_write(row.model)
     if free and plain_delete(row, db):
@@ -206,16 +213,16 @@ def _delete_with_files(
     )
     if not page:
         return result
-    candidates = [r for r in page if not holds.covers(r[0], r[2] if row.tenant_field else None)]
-    # An object that is also a tracked record under a hold keeps its row too.
-    file_held = held_file_rows(row=row, rows=candidates)
-    candidates = [r for r in candidates if r[0] not in file_held]
+    # The select left out the rows a hold covers; an object that is also a
+    # tracked record under a hold keeps its row too.
+    file_held = held_file_rows(row=row, rows=page)
+    candidates = [r for r in page if r[0] not in file_held]
     gone = files_delete(row=row, rows=candidates, run=run, now=now)
     try:
         with transaction.atomic():
             page_timeouts()
             locked = select_page(due.filter(pk__in=[r[0] for r in page]), row, None, limit)
-            ready = [r for r in locked if r[0] in gone or holds.covers(r[0], r[2])]
+            ready = [r for r in locked if r[0] in gone]
             _delete_locked(run, row, rules, ready, holds, result, now)
             _rows_kept(
                 run,

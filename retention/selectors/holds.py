@@ -17,7 +17,7 @@ from operator import or_
 from typing import Any, TypeVar
 
 from django.db import connection
-from django.db.models import OuterRef, Q, Subquery
+from django.db.models import OuterRef, Q, QuerySet, Subquery
 
 from retention.models import LegalHold, RecordState, RetentionRecord
 
@@ -103,13 +103,23 @@ def _first_holds(records: Any) -> dict[int, int]:
     )
 
 
+# A hold over rows as ``RowHolds`` keeps it: its id, its kind ("class",
+# "tenant", "row") and what it names (the tenant id, the row's pk, or "").
+RowHold = tuple[int, str, str]
+
+
 @dataclass(frozen=True, slots=True)
 class RowHolds:
-    """What the active holds protect of one class of model rows, as the holds are now."""
+    """What the active holds protect of one class of model rows, as the holds are now.
+
+    ``holds`` lists them oldest first (placed, then id): a row under several
+    holds is kept by, and its evidence names, the first (``first_hold``).
+    """
 
     whole_class: bool
     tenants: frozenset[str]
     pks: frozenset[str]
+    holds: tuple[RowHold, ...] = ()
 
     @property
     def empty(self) -> bool:
@@ -133,6 +143,24 @@ class RowHolds:
             (held if self.covers(r[0], r[2]) else free).append(r)
         return held, free
 
+    def first_hold(self, pk: object, tenant_id: object) -> int | None:
+        """The id of the oldest hold covering the row ``(pk, tenant_id)``; None if none does."""
+        for hold_id, kind, value in self.holds:
+            if (
+                kind == "class"
+                or (kind == "row" and value == str(pk))
+                or (kind == "tenant" and tenant_id is not None and value == str(tenant_id))
+            ):
+                return hold_id
+        return None
+
+    def unheld(self, qs: QuerySet[Any], tenant_field: str | None) -> QuerySet[Any]:
+        """``qs`` (rows of the class) without the rows a hold covers."""
+        if self.whole_class:
+            return qs.none()
+        held = self.q(tenant_field)
+        return qs if held is None else qs.exclude(held)
+
     def q(self, tenant_field: str | None) -> Q | None:
         """A filter over the class's rows matching the held ones; None when none is held."""
         if self.whole_class:
@@ -155,28 +183,34 @@ def held_rows(data_class: str, *, label: str, tenant_field: str | None) -> RowHo
     whole = False
     tenants: set[str] = set()
     pks: set[str] = set()
+    order: list[RowHold] = []
     # Asked before every page: the query is built once per class (building
     # it cost three times what running it does), then only run.
     sql, params = _rows_covering_sql(data_class)
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         holds = cursor.fetchall()
-    for subject_pk, subject_type, tenant_id, hold_class in holds:
+    for hold_id, subject_pk, subject_type, tenant_id, hold_class in holds:
         if subject_pk is not None:
             if subject_type == label:
                 pks.add(subject_pk)
+                order.append((hold_id, "row", subject_pk))
         elif tenant_id:
             if tenant_field:
                 tenants.add(tenant_id)
+                order.append((hold_id, "tenant", tenant_id))
         elif hold_class == data_class:
             whole = True
-    return RowHolds(whole, frozenset(tenants), frozenset(pks))
+            order.append((hold_id, "class", ""))
+    return RowHolds(whole, frozenset(tenants), frozenset(pks), tuple(order))
 
 
 @functools.lru_cache(maxsize=256)
 def _rows_covering_sql(data_class: str) -> tuple[str, tuple[Any, ...]]:
     """``rows_covering(data_class)``'s values as SQL (no clock, no setting in it)."""
-    holds = LegalHold.objects.rows_covering(data_class).values_list(
-        "subject_pk", "subject_type", "tenant_id", "data_class"
+    holds = (
+        LegalHold.objects.rows_covering(data_class)
+        .order_by("placed_at", "pk")
+        .values_list("pk", "subject_pk", "subject_type", "tenant_id", "data_class")
     )
     return holds.query.sql_with_params()

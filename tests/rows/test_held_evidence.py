@@ -13,8 +13,10 @@ of events.
 
 from __future__ import annotations
 
+import hashlib
+from collections import Counter
 from collections.abc import Callable
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from io import StringIO
 from typing import Any
 
@@ -22,9 +24,13 @@ import pytest
 from django.core.files.base import ContentFile
 from django.core.files.storage import storages
 from django.core.management import call_command
+from django.db import transaction
 
-from retention import api, engine, redaction
+from retention import api, engine, evidence, redaction
+from retention.digest import key_digest
 from retention.engine import BATCH_TASK
+from retention.engine.row_evidence import RowEvents
+from retention.engine.rules import run_rules
 from retention.guard import GuardReading
 from retention.models import (
     DeletionEvent,
@@ -37,6 +43,9 @@ from retention.models import (
     RunStatus,
     RunTrigger,
 )
+from retention.receipts import verify_receipt
+from retention.rows.registry import row_class_required
+from retention.selectors.evidence import chain_head, receipt_for
 from tests.helpers import chain_ok
 from tests.rowhost.models import Account, RequestLog, Shipment, WebSession
 
@@ -44,6 +53,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 CLASSES = ["logs.request", "web.session", "pod.shipment", "accounts.redact"]
 TENANTS = ("t1", "t2", "t3")
+PERIOD = timedelta(days=30)
 
 
 def _register(evidence: str) -> None:
@@ -237,5 +247,140 @@ def test_held__a_second_run_over_the_same_held_rows_adds_no_row_key_and_a_few_ev
         assert set(held.values_list("outcome", flat=True)) == {EventOutcome.SKIPPED_HELD}
         # Bounded by classes x holds (a hold over many tenants: per tenant of it).
         assert held.count() <= len(CLASSES) * len(holds) * len(TENANTS)
+        # Here: logs (t2's hold, one row's), sessions (t2's hold, the class
+        # hold for t1 and t3), shipments and accounts (t2's hold, one row's).
+        assert held.count() == 2 + 3 + 2 + 2
         assert run.skipped_held == sum(_expected_held().values())
     assert "Run counts agree with their events." in _verify_runs()
+
+
+def _subject(label: str, pk: Any, at: datetime) -> bytes:
+    return evidence.subject_leaf(key_digest(f"{label}:{pk}"), evidence.stamp(at + PERIOD))
+
+
+@pytest.fixture
+def logs(row_registry: Any, make_policy: Any) -> None:
+    api.register_model(
+        RequestLog, data_class="logs.request", age_field="created_at", tenant_field="tenant_id"
+    )
+    make_policy("logs.request", PERIOD, batch_size=3)
+    old = datetime(2026, 1, 1, tzinfo=UTC)
+    RequestLog.objects.bulk_create(
+        RequestLog(tenant_id=TENANTS[i % 3], path=f"/{i}", created_at=old - timedelta(hours=i))
+        for i in range(9)
+    )
+
+
+def test_held__a_row_under_several_holds_counts_once_under_the_oldest(
+    logs: None, author: Any, now: datetime
+):
+    row = RequestLog.objects.filter(tenant_id="t2").order_by("pk").first()
+    assert row is not None
+    first = api.place_hold(reason="one row", placed_by=author, subject=row, now=now)
+    later = api.place_hold(reason="tenant", placed_by=author, tenant_id="t2", now=now)
+    everything = api.place_hold(
+        reason="class", placed_by=author, data_class="logs.request", now=now + timedelta(hours=1)
+    )
+
+    run = _inline_one(now, "logs.request")
+
+    held = DeletionEvent.objects.filter(run=run, outcome=EventOutcome.SKIPPED_HELD)
+    assert sorted(held.values_list("reason", "tenant_id", "row_count")) == sorted(
+        [
+            (f"legal hold applies (hold {everything.pk})", "t1", 3),
+            (f"legal hold applies (hold {everything.pk})", "t3", 3),
+            (f"legal hold applies (hold {first.pk})", "t2", 1),
+            (f"legal hold applies (hold {later.pk})", "t2", 2),
+        ]
+    )
+    assert run.skipped_held == 9
+    assert RequestLog.objects.count() == 9
+
+
+def test_held__its_event_commits_to_the_held_rows_and_verifies_offline(
+    logs: None, author: Any, now: datetime
+):
+    hold = api.place_hold(reason="tenant", placed_by=author, tenant_id="t1", now=now)
+
+    run = _inline_one(now, "logs.request")
+
+    event = DeletionEvent.objects.get(run=run, outcome=EventOutcome.SKIPPED_HELD)
+    rows = RequestLog.objects.filter(tenant_id="t1").order_by("created_at", "pk")
+    leaves = [
+        _subject("rowhost.RequestLog", pk, at) for pk, at in rows.values_list("pk", "created_at")
+    ]
+    # An auditor holding the table recomputes the root the event carries.
+    assert (event.kind, event.evidence, event.row_count) == (EventKind.ROW, "held", 3)
+    assert event.key_digest == evidence.merkle_root(leaves).hex()
+    assert (event.tenant_id, event.reason) == ("t1", f"legal hold applies (hold {hold.pk})")
+    assert (event.first_pk, event.last_pk, event.row_subjects) == ("", "", None)
+    assert verify_receipt(receipt_for(event), chain_head()) == []
+    # Tampering with its count is detected, offline and by the chain walk.
+    receipt = receipt_for(event)
+    receipt["event"]["row_count"] = 2
+    assert verify_receipt(receipt, chain_head()) != []
+    chain_ok()
+
+
+def test_held__old_per_row_held_events_and_new_ones_both_verify(
+    logs: None, author: Any, now: datetime
+):
+    """A run recorded before issue 25 (a per-row page event of its held rows)
+    and one after it: the chain walk and ``--runs`` accept both."""
+    api.place_hold(reason="tenant", placed_by=author, tenant_id="t1", now=now)
+    old_run = engine.run_start(mode=RunMode.ENFORCE, data_classes=["logs.request"], now=now)
+    rules = run_rules(old_run)["logs.request"]
+    rows = list(
+        RequestLog.objects.filter(tenant_id="t1")
+        .order_by("created_at", "pk")
+        .values_list("pk", "created_at", "tenant_id")
+    )
+    with transaction.atomic():
+        page = RowEvents(run=old_run, row=row_class_required("logs.request"), rules=rules, now=now)
+        page.add(EventOutcome.SKIPPED_HELD, rows, reason="legal hold applies")
+        page.append(counts=Counter(skipped_held=len(rows)))
+    engine.run_finish(old_run, RunStatus.FINISHED, "", now)
+
+    new_run = _inline_one(now + timedelta(days=1), "logs.request")
+
+    shapes = DeletionEvent.objects.filter(outcome=EventOutcome.SKIPPED_HELD).order_by("id")
+    assert [(e.run_id, e.evidence, e.row_count) for e in shapes] == [
+        (old_run.pk, "per_row", 3),
+        (new_run.pk, "held", 3),
+    ]
+    # The same rows, the same root: both name each row by its digest and deadline.
+    assert shapes[0].key_digest == shapes[1].key_digest
+    assert "Run counts agree with their events." in _verify_runs()
+    chain_ok()
+
+
+def test_held__a_class_hold_over_many_tenants_gives_each_tenant_its_own_event(
+    logs: None, author: Any, now: datetime
+):
+    api.place_hold(reason="class", placed_by=author, data_class="logs.request", now=now)
+
+    run = _inline_one(now, "logs.request")
+
+    for tenant in TENANTS:
+        (event,) = DeletionEvent.objects.filter(run=run, tenant_id=tenant)
+        rows = RequestLog.objects.filter(tenant_id=tenant).order_by("created_at", "pk")
+        pairs = rows.values_list("pk", "created_at")
+        leaves = [_subject("rowhost.RequestLog", pk, at) for pk, at in pairs]
+        assert (event.row_count, event.key_digest) == (3, evidence.merkle_root(leaves).hex())
+    assert run.skipped_held == 9
+
+
+def test_held__a_stream_of_leaves_has_the_root_of_the_whole_list():
+    for n in range(0, 40):
+        leaves = [hashlib.sha256(str(i).encode()).digest() for i in range(n)]
+        tree = evidence.MerkleStream()
+        for leaf in leaves:
+            tree.add(leaf)
+        assert (tree.count, tree.root()) == (n, evidence.merkle_root(leaves))
+
+
+def _inline_one(now: datetime, data_class: str) -> Run:
+    run = engine.run_start(mode=RunMode.ENFORCE, data_classes=[data_class], now=now)
+    run = engine.run_execute(run=run, clock=lambda: now)
+    run.refresh_from_db()
+    return run

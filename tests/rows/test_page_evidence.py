@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from retention import api
+from retention import api, evidence
 from retention.digest import key_digest
 from retention.engine import run_execute, run_start
 from retention.models import DeletionEvent, EventOutcome, Run
@@ -96,16 +96,31 @@ def test_page_evidence__a_held_tenant_gets_its_own_events_and_the_rest_the_same(
     logs: Any, now: datetime, author: Any
 ):
     due = _seed(now)
-    api.place_hold(reason="case", placed_by=author, tenant_id="t1", now=now)
+    hold = api.place_hold(reason="case", placed_by=author, tenant_id="t1", now=now)
 
     run = run_execute(run=run_start(mode="enforce", data_classes=["logs.request"], now=now))
 
-    pages = [due[i : i + 4] for i in range(0, len(due), 4)]
-    deleted = [[r for r in page if r[2] != "t1"] for page in pages]
-    held = [[r for r in page if r[2] == "t1"] for page in pages]
-    assert _events(run) == sorted(
-        _expected(deleted, EventOutcome.DELETED) + _expected(held, EventOutcome.SKIPPED_HELD)
+    # Issue 25: the pages leave the held rows out; the run records them once,
+    # as one event of the hold and tenant with their count and Merkle root.
+    free = [r for r in due if r[2] != "t1"]
+    deleted = [free[i : i + 4] for i in range(0, len(free), 4)]
+    held = [r for r in due if r[2] == "t1"]
+    leaves = [
+        evidence.subject_leaf(key_digest(f"rowhost.RequestLog:{pk}"), evidence.stamp(at + PERIOD))
+        for pk, at, _tenant in held
+    ]
+    held_event = (
+        EventOutcome.SKIPPED_HELD,
+        "t1",
+        len(held),
+        "",
+        "",
+        evidence.merkle_root(leaves).hex(),
+        max(r[1] for r in held) + PERIOD,
     )
+    assert _events(run) == sorted([*_expected(deleted, EventOutcome.DELETED), held_event])
+    skip = DeletionEvent.objects.get(run=run, outcome=EventOutcome.SKIPPED_HELD)
+    assert (skip.evidence, skip.reason) == ("held", f"legal hold applies (hold {hold.pk})")
     run.refresh_from_db()
     assert (run.deleted, run.skipped_held) == (7, 4)
     assert sorted(RequestLog.objects.values_list("tenant_id", flat=True)) == ["t0"] + ["t1"] * 4

@@ -125,24 +125,29 @@ def test_per_row__rows_without_an_integer_key_get_hashed_keys(
     chain_ok()
 
 
-def test_per_row__a_held_row_is_skipped_with_its_own_event_each_run(
+def test_per_row__held_rows_are_skipped_with_one_event_of_their_hold_each_run(
     logs: None, make_policy: Any, author: Any, now: datetime
 ):
     make_policy("logs.request", PERIOD, batch_size=10)
     _logs(now)
-    api.place_hold(reason="litigation", placed_by=author, tenant_id="t1", now=now)
+    hold = api.place_hold(reason="litigation", placed_by=author, tenant_id="t1", now=now)
+    keys = RowEventKey.objects.count()
 
     first = _enforce(now, "logs.request")
     second = _enforce(now, "logs.request")
 
     assert (first.deleted, first.skipped_held, second.skipped_held) == (5, 4, 4)
     skips = DeletionEvent.objects.filter(outcome=EventOutcome.SKIPPED_HELD).order_by("id")
-    # One page event a run, each row of it an event: per run, as an object's skip.
+    # One event a run for the hold's rows (issue 25): per run, as an object's
+    # skip, with their count and the Merkle root of their subjects; no row key.
+    reason = f"legal hold applies (hold {hold.pk})"
     assert [(e.run_id, e.row_count, e.reason) for e in skips] == [
-        (first.pk, 4, "legal hold applies"),
-        (second.pk, 4, "legal hold applies"),
+        (first.pk, 4, reason),
+        (second.pk, 4, reason),
     ]
-    assert row_subjects(skips[0]) == row_subjects(skips[1])
+    assert skips[0].key_digest == skips[1].key_digest
+    assert row_subjects(skips[0]) == row_subjects(skips[1]) == []
+    assert RowEventKey.objects.count() == keys + 5
     chain_ok()
 
 

@@ -5,8 +5,9 @@ ledger tells the same story as the events. The engine adds each outcome to
 its run in the transaction that writes the outcome's events (a page's
 finalize or re-check, a page of model rows, the held skips recorded after a
 run's measure), so for a closed run each of these counts equals its events:
-an object's event counts one, a model-row event its ``row_count`` (one page,
-``evidence="per_batch"``) or one (``per_row``).
+an object's event counts one, a model-row event its ``row_count`` (a page
+with ``evidence="per_batch"`` or ``"per_row"``, or a run's rows kept under one
+hold, ``"held"``; events written before ``row_count`` existed count one).
 
 Eligible, claimed and deferred have no events, and no identity between them
 and the outcomes holds by construction: eligible is measured once at the
@@ -69,11 +70,21 @@ class RunsAudit:
     checked: int
     # Runs left out: running, or of a mode not checked (reconcile).
     not_checked: int
-    disagreement: RunDisagreement | None
+    # Every count of every run that its events contradict, oldest run first.
+    disagreements: tuple[RunDisagreement, ...] = ()
 
     @property
     def ok(self) -> bool:
-        return self.disagreement is None
+        return not self.disagreements
+
+    @property
+    def disagreement(self) -> RunDisagreement | None:
+        """The first of them (None: every run agrees)."""
+        return self.disagreements[0] if self.disagreements else None
+
+    @property
+    def runs_disagreeing(self) -> int:
+        return len({d.run_id for d in self.disagreements})
 
 
 def counts_checked(*, mode: str, status: str) -> tuple[str, ...]:
@@ -117,13 +128,20 @@ def events_recorded(run_ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, dict[str, i
     return recorded
 
 
-def run_disagreement(run: dict[str, Any], recorded: dict[str, int]) -> RunDisagreement | None:
-    """The first count of ``run`` (its ``values()``) that its events do not bear out."""
+def run_disagreements(run: dict[str, Any], recorded: dict[str, int]) -> list[RunDisagreement]:
+    """Each count of ``run`` (its ``values()``) that its events do not bear out."""
+    found = []
     for name in counts_checked(mode=run["mode"], status=run["status"]):
         counted, evidenced = int(run[name]), recorded.get(name, 0)
         if counted != evidenced:
-            return RunDisagreement(run["id"], name, counted, evidenced)
-    return None
+            found.append(RunDisagreement(run["id"], name, counted, evidenced))
+    return found
+
+
+def run_disagreement(run: dict[str, Any], recorded: dict[str, int]) -> RunDisagreement | None:
+    """The first count of ``run`` (its ``values()``) that its events do not bear out."""
+    found = run_disagreements(run, recorded)
+    return found[0] if found else None
 
 
 def _runs_with_events() -> Iterator[tuple[dict[str, Any], dict[str, int]]]:
@@ -158,14 +176,13 @@ def reconcile_disagreement(run: Run) -> RunDisagreement | None:
 
 
 def runs_audit() -> RunsAudit:
-    """Check every closed run; stop at the first whose counts its events contradict."""
+    """Check every closed run; list every count its events contradict, of every run."""
     total = Run.objects.count()
     checked = 0
+    found: list[RunDisagreement] = []
     for run, recorded in _runs_with_events():
         checked += 1
-        found = run_disagreement(run, recorded)
-        if found is not None:
-            return RunsAudit(checked=checked, not_checked=0, disagreement=found)
+        found.extend(run_disagreements(run, recorded))
     reconciliations = (
         Run.objects.filter(mode=RunMode.RECONCILE)
         .exclude(status=RunStatus.RUNNING)
@@ -174,7 +191,9 @@ def runs_audit() -> RunsAudit:
     )
     for reconciliation in reconciliations.iterator(chunk_size=_CHUNK):
         checked += 1
-        found = reconcile_disagreement(reconciliation)
-        if found is not None:
-            return RunsAudit(checked=checked, not_checked=0, disagreement=found)
-    return RunsAudit(checked=checked, not_checked=max(total - checked, 0), disagreement=None)
+        missing = reconcile_disagreement(reconciliation)
+        if missing is not None:
+            found.append(missing)
+    return RunsAudit(
+        checked=checked, not_checked=max(total - checked, 0), disagreements=tuple(found)
+    )

@@ -432,3 +432,33 @@ def test_verify_runs__a_reconciliation_counts_its_missing_records_as_their_event
     assert str(disagreement()) == (
         f"counts disagree with events: run {reconciliation.pk}: missing is 1, its events say 0"
     )
+
+
+def test_verify_runs__names_every_run_that_disagrees_and_exits_1(make_policy, approver, now):
+    make_policy()
+    expired(now, tenant_id="held")
+    api.place_hold(reason="audit", placed_by=approver, tenant_id="held", now=now)
+    first = enforce(now=now)
+    good = enforce(now=now + timedelta(hours=1))
+    expired(now)
+    last = enforce(now=now + timedelta(hours=2))
+    assert (first.skipped_held, good.skipped_held, last.deleted) == (1, 1, 1)
+    Run.objects.filter(pk=first.pk).update(skipped_held=F("skipped_held") + 2)
+    Run.objects.filter(pk=last.pk).update(deleted=5, skipped_held=0)
+    err = StringIO()
+
+    with pytest.raises(CommandError) as excinfo:
+        call_command("retention_verify", "--runs", stdout=StringIO(), stderr=err)
+
+    assert excinfo.value.returncode == 1
+    assert str(excinfo.value) == (
+        f"counts disagree with events in 2 runs: run {first.pk}: skipped_held is 3, "
+        f"its events say 1; run {last.pk}: deleted is 5, its events say 1; "
+        f"run {last.pk}: skipped_held is 0, its events say 1"
+    )
+    assert err.getvalue().splitlines() == [
+        f"counts disagree with events: run {first.pk}: skipped_held is 3, its events say 1",
+        f"counts disagree with events: run {last.pk}: deleted is 5, its events say 1",
+        f"counts disagree with events: run {last.pk}: skipped_held is 0, its events say 1",
+    ]
+    assert str(good.pk) not in str(excinfo.value) + err.getvalue()

@@ -176,6 +176,16 @@ class Command(BaseCommand):
         skipped = f" ({audit.not_checked} not checked: still running)" if audit.not_checked else ""
         runs = f"{audit.checked} run{'' if audit.checked == 1 else 's'}"
         self.stdout.write(f"Checked {runs} against their events{skipped}.")
-        if audit.disagreement is not None:
-            raise CommandError(f"counts disagree with events: {audit.disagreement}")
-        self.stdout.write("Run counts agree with their events.")
+        if audit.ok:
+            self.stdout.write("Run counts agree with their events.")
+            return
+        # Every run that disagrees, each count on its own line; the error sums them up.
+        for found in audit.disagreements:
+            self.stderr.write(f"counts disagree with events: {found}")
+        shown = "; ".join(str(found) for found in audit.disagreements[:3])
+        rest = len(audit.disagreements) - 3
+        more = f" (and {rest} more, above)" if rest > 0 else ""
+        bad = audit.runs_disagreeing
+        if bad == 1:
+            raise CommandError(f"counts disagree with events: {shown}{more}")
+        raise CommandError(f"counts disagree with events in {bad} runs: {shown}{more}")

@@ -18,6 +18,20 @@ Q_CLUSTER["orm"] = "default"
 # Host models for the tests of model rows as data classes (issue 14).
 INSTALLED_APPS = [*INSTALLED_APPS, "tests.rowhost.apps.RowHostConfig"]  # noqa: F405
 
+# Real third-party apps for the recipes of docs/recipes.md (tests/recipes/),
+# and the host app whose model django-simple-history keeps the history of.
+INSTALLED_APPS += [
+    "simple_history",
+    "auditlog",
+    "axes",
+    "django_celery_results",
+    "tests.recipes.host.apps.RecipeHostConfig",
+]
+# django-axes is here for its models (the recipe seeds them); no login goes
+# through it, so it acts on none, and its middleware and backend are not needed.
+AXES_ENABLED = False
+SILENCED_SYSTEM_CHECKS = ["axes.W002", "axes.W003"]
+
 # One page a batch task, so the in-process queue tests see each page as its
 # own task. The default (pages for up to 2 s a task) is what the qcluster
 # tests run, and tests/services/test_batch_slices.py sets its own.

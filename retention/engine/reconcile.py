@@ -28,12 +28,14 @@ from retention.digest import key_digest
 from retention.engine.ledger import run_finish, run_refuse
 from retention.engine.reconcile_act import (
     RECORD_FIELDS,
+    ROW_FILE_COUNTS,
     Findings,
     TenantPattern,
     adopt_target,
     findings_act,
 )
 from retention.engine.reconcile_locks import legal_holds_compare
+from retention.engine.reconcile_rows import RowFiles, row_files_for
 from retention.exceptions import RunRefused
 from retention.models import (
     RECONCILE_COUNTS,
@@ -148,6 +150,11 @@ def _reconcile(
             name: sum(f.counts[name] for f in found.values()) for name in RECONCILE_COUNTS
         }
         report["samples"] = {alias: f.samples for alias, f in found.items()}
+        with_rows = [f for f in found.values() if f.row_counts]
+        if with_rows:
+            report["row_files"] = {
+                name: sum(f.row_counts[name] for f in with_rows) for name in ROW_FILE_COUNTS
+            }
         report["not_adopted"] = {
             alias: dict(f.not_adopted) for alias, f in found.items() if f.not_adopted
         }
@@ -165,7 +172,10 @@ def _reconcile(
                 found[alias] = findings = Findings(alias, spool=spool, now=now)
                 versions = _erases_versions(alias, prefix)
                 listing = objects_listed(adapter, prefix, versions=versions)
-                _merge(listing, _records(alias, prefix), findings, selected, last_id)
+                rows = row_files_for(alias, prefix)
+                if rows is not None:
+                    findings.row_files_start()
+                _merge(listing, _records(alias, prefix), findings, selected, last_id, rows)
                 if alias in mirrored_storages():
                     legal_holds_compare(findings, prefix=prefix, selected=selected, last_id=last_id)
         except (ListingFailed, StorageUnavailable) as exc:
@@ -232,6 +242,7 @@ def _merge(
     findings: Findings,
     selected: set[str] | None,
     last_id: int,
+    rows: RowFiles | None = None,
 ) -> None:
     obj = next(listing, None)
     row = next(records, None)
@@ -241,7 +252,12 @@ def _merge(
             if obj.present:
                 # A key with only old versions or markers and no record is no object.
                 findings.listed += 1
-                findings.orphan(obj, key_digest(obj.key))
+                if rows is not None and rows.named(obj.key):
+                    findings.row_file()  # governed through its row: no orphan
+                elif rows is not None and rows.in_directory(obj.key):
+                    findings.row_gone(obj, key_digest(obj.key))
+                else:
+                    findings.orphan(obj, key_digest(obj.key))
             obj = next(listing, None)
             continue
         here = obj if obj is not None and obj.key == row["object_key"] else None

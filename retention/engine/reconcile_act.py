@@ -47,6 +47,8 @@ from retention.storage.listing import Listed, object_present
 
 RECORD_FIELDS = (*CLAIM_FIELDS, "state", "created_at")
 ACTED = ("missing", "reappeared", "leftover_versions")
+# A store with files of registered row classes (reported only, never acted on).
+ROW_FILE_COUNTS = ("row_files", "files_of_deleted_rows")
 SAMPLE = 20
 PAGE = 500
 # An object written this recently may be one whose record is being written:
@@ -73,6 +75,9 @@ class Findings:
         # A storage whose holds are mirrored as Object Lock legal holds
         # (``reconcile_locks``): legal_hold_mismatch and legal_hold_unchecked.
         self.lock_counts: dict[str, int] = {}
+        # A storage where registered row classes keep files (``reconcile_rows``):
+        # row_files (named by a row, left alone) and files_of_deleted_rows.
+        self.row_counts: dict[str, int] = {}
 
     @property
     def counts(self) -> dict[str, int]:
@@ -83,7 +88,21 @@ class Findings:
             "tracked": self.tracked,
             "adopted": self.adopted,
             **self.lock_counts,
+            **self.row_counts,
         }
+
+    def row_files_start(self) -> None:
+        """This store holds files of governed rows: its counts say so, from 0."""
+        self.row_counts = dict.fromkeys(ROW_FILE_COUNTS, 0)
+
+    def row_file(self) -> None:
+        """A listed file a governed row names: governed through its row, left alone."""
+        self.row_counts["row_files"] += 1
+
+    def row_gone(self, obj: Listed, digest: str) -> None:
+        """A file where a governed field writes that no row names: its row was deleted."""
+        self.row_counts["files_of_deleted_rows"] += 1
+        self._sample("files_of_deleted_rows", digest, obj.size, obj.modified)
 
     def lock_mismatch(self, row: dict[str, Any], *, locked: bool) -> None:
         """A record whose object's legal hold disagrees with the holds (reported only)."""

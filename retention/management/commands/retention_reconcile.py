@@ -15,12 +15,17 @@ from retention.models import RECONCILE_COUNTS, Run, RunStatus, RunTrigger
 
 def reconcile_as_json(run: Run) -> dict[str, Any]:
     counts = (run.report or {}).get("counts") or {}
-    return {
+    payload: dict[str, Any] = {
         "run_id": str(run.pk),
         "mode": run.mode,
         "status": run.status,
         "counts": {name: int(counts.get(name, 0)) for name in RECONCILE_COUNTS},
     }
+    row_files = (run.report or {}).get("row_files")
+    if row_files:
+        # Only where registered row classes keep files in a store reconciled.
+        payload["row_files"] = {name: int(n or 0) for name, n in row_files.items()}
+    return payload
 
 
 class Command(BaseCommand):
@@ -110,6 +115,12 @@ class Command(BaseCommand):
                 self.stdout.write(
                     f"    Object Lock legal holds: mismatch {counts['legal_hold_mismatch']}, "
                     f"unchecked {counts.get('legal_hold_unchecked', 0)} (reported only)"
+                )
+            if "files_of_deleted_rows" in counts:
+                self.stdout.write(
+                    f"    Files of database rows: named by a row {counts.get('row_files', 0)} "
+                    f"(governed through their rows, left alone), of deleted rows "
+                    f"{counts['files_of_deleted_rows']} (reported only)"
                 )
             skipped = (report.get("not_adopted") or {}).get(alias)
             if skipped:

@@ -306,7 +306,7 @@ def _summary_noun(sections: list[dict[str, Any]], count: int) -> str:
 
 def _summary_verb(sections: list[dict[str, Any]]) -> str:
     """The report's headline: what the run would do to all its classes."""
-    verbs = {s["would"] for s in sections}
+    verbs = {str(s["would"]) for s in sections}
     if len(verbs) == 1:
         return verbs.pop()
     return "Would delete or redact" if verbs else "Would delete"

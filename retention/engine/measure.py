@@ -141,10 +141,10 @@ def dry_run_report(run: Run, row_figures: dict[str, dict[str, Any]]) -> dict[str
         for name in run.data_classes
     }
     for name, measured in row_figures.items():
-        row, period = row_class_required(name), _row_period(rules[name].version_id)
-        tenants[name] = row_tenants(row, measured["_free"], period=period, top=top)
+        registered, period = row_class_required(name), _row_period(rules[name].version_id)
+        tenants[name] = row_tenants(registered, measured["_free"], period=period, top=top)
         samples[name] = row_sample(
-            row, measured["_free"], period=period, size=settings.REPORT_SAMPLE_SIZE
+            registered, measured["_free"], period=period, size=settings.REPORT_SAMPLE_SIZE
         )
     return {
         "per_data_class": per_class,

@@ -56,7 +56,8 @@ def test_check__a_row_class_with_overdue_rows_is_broken(logs, now):
     assert "overdue" in row["broken"]
     assert row["oldest_eligible_at"] == deadline.strftime("%Y-%m-%dT%H:%M:%SZ")
     assert row["overdue_seconds"] == 9 * 86400
-    assert "logs.request" in error
+    assert "logs.request [enforce] BROKEN: overdue rows" in out
+    assert error.startswith("retention promise broken: logs.request (overdue rows")
 
 
 def test_check__a_row_class_counts_by_its_margin_and_scope(row_registry, make_policy, now):

@@ -58,7 +58,7 @@ def _class_lines(check: ClassCheck, promise: timedelta) -> list[str]:
     elif check.ok:
         verdict = "ok"
     else:
-        verdict = "BROKEN: " + ", ".join(REASONS[r] for r in check.broken)
+        verdict = "BROKEN: " + _reasons(check)
     lines = [f"{h.data_class} [{'enforce' if h.enforced else 'report-only'}] {verdict}"]
     if h.kind == "rows":
         return lines + _row_class_lines(check, promise)
@@ -95,6 +95,12 @@ def _class_lines(check: ClassCheck, promise: timedelta) -> list[str]:
             f"{_span(since)} ago (over the promise)"
         )
     return lines
+
+
+def _reasons(check: ClassCheck) -> str:
+    """Why a class is broken, in words; a class of rows has overdue rows, not records."""
+    rows = check.health.kind == "rows"
+    return ", ".join("overdue rows" if rows and r == OVERDUE else REASONS[r] for r in check.broken)
 
 
 def _row_class_lines(check: ClassCheck, promise: timedelta) -> list[str]:
@@ -175,8 +181,5 @@ class Command(BaseCommand):
             for line in _lines(check):
                 self.stdout.write(line)
         if not check.ok:
-            broken = "; ".join(
-                f"{c.health.data_class} ({', '.join(REASONS[r] for r in c.broken)})"
-                for c in check.broken
-            )
+            broken = "; ".join(f"{c.health.data_class} ({_reasons(c)})" for c in check.broken)
             raise CommandError(f"retention promise broken: {broken}")

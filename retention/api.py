@@ -169,9 +169,20 @@ def submit_policy_version(
 
 
 def approve_policy_version(
-    version: PolicyVersion, *, approver: AbstractBaseUser, now: datetime | None = None
+    version: PolicyVersion,
+    *,
+    approver: AbstractBaseUser,
+    now: datetime | None = None,
+    confirm_disposition_change: bool = False,
 ) -> PolicyVersion:
-    return services.policy_version_approve(version=version, approver=approver, now=_now(now))
+    """Put a submitted version in force (four-eyes). A version that changes the
+    disposition (redact → delete) needs ``confirm_disposition_change=True``."""
+    return services.policy_version_approve(
+        version=version,
+        approver=approver,
+        now=_now(now),
+        confirm_disposition_change=confirm_disposition_change,
+    )
 
 
 def enable_enforcement(

@@ -37,6 +37,12 @@ class LockedPolicyShortened(RetentionError):
     code = "locked_policy_shortened"
 
 
+class DispositionChangeNotConfirmed(RetentionError):
+    """A version changing the disposition (redact → delete) was approved unconfirmed."""
+
+    code = "disposition_change_not_confirmed"
+
+
 class EnforcementNotAllowed(RetentionError):
     code = "enforcement_not_allowed"
 

@@ -32,11 +32,13 @@ from retention.models import (
     PolicyVersionStatus,
     data_class_validator,
 )
+from retention.rows.registry import row_class
 from retention.selectors.policies import (
     VERSION_RULE_FIELDS,
     version_in_force,
 )
 from retention.selectors.runs import dry_run_latest
+from retention.selectors.version_changes import class_registration_drift
 
 if TYPE_CHECKING:
     from django_stubs_ext import WithAnnotations
@@ -69,7 +71,10 @@ class VersionRulesForm(forms.ModelForm[PolicyVersion]):
     disposition = forms.ChoiceField(
         choices=[(Disposition.DELETE.value, Disposition.DELETE.label)],
         initial=Disposition.DELETE.value,
-        help_text="Redacting database records is not available yet.",
+        help_text="What happens to an expired row or object. Delete removes it; redact "
+        "(a class of model rows registered with redact={...}) keeps the row and replaces "
+        "the fields registered. A version that changes it needs the approver's explicit "
+        "confirmation.",
     )
 
     class Meta:
@@ -85,6 +90,18 @@ class VersionRulesForm(forms.ModelForm[PolicyVersion]):
             "it for a class whose first sweep is known to be large. Empty: "
             "RETENTION_BREAKER_MIN_COUNT.",
         }
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        field = self.fields["disposition"]
+        assert isinstance(field, forms.ChoiceField)
+        field.choices = disposition_choices(self.governed_data_class())
+
+    def governed_data_class(self) -> str:
+        """The data class the version is of (the draft's own, once it exists)."""
+        if self.instance.pk is not None:
+            return str(self.instance.policy.data_class)
+        return str(self.data.get("data_class") or self.initial.get("data_class") or "")
 
     def clean_batch_size(self) -> int:
         value: int = self.cleaned_data["batch_size"]
@@ -103,6 +120,16 @@ class VersionRulesForm(forms.ModelForm[PolicyVersion]):
         if value is not None and value < 1:
             raise forms.ValidationError("At least 1, or empty for the default.")
         return value
+
+
+def disposition_choices(data_class: str) -> list[tuple[str, str]]:
+    """Every disposition the class supports: delete always; redact for a class of
+    model rows registered with redaction strategies."""
+    choices = [(Disposition.DELETE.value, Disposition.DELETE.label)]
+    row = row_class(data_class) if data_class else None
+    if row is not None and row.redact:
+        choices.append((Disposition.REDACT.value, "Redact (keep the row, replace its fields)"))
+    return choices
 
 
 class DraftForm(VersionRulesForm):
@@ -237,4 +264,6 @@ class PolicyAdmin(ObjectReadOnlyMixin[Policy], admin.ModelAdmin[Policy]):
         if policy is not None:
             context["latest_dry_run"] = dry_run_latest(data_class=policy.data_class)
             context["can_draft"] = request.user.has_perm("retention.add_policyversion")
+            drift = class_registration_drift(policy)
+            context["registration_drift"] = drift
         return super().change_view(request, object_id, form_url, context)

@@ -27,6 +27,7 @@ from retention.admin.base import (
     report_refusal,
 )
 from retention.admin.policies import LIFECYCLE_FIELDS, RULE_FORM_FIELDS, DraftForm, VersionRulesForm
+from retention.admin.version_registration import changes_context
 from retention.durations import format_duration
 from retention.exceptions import RetentionError
 from retention.models import PolicyVersion, PolicyVersionStatus
@@ -231,6 +232,7 @@ class PolicyVersionAdmin(admin.ModelAdmin[PolicyVersion]):
             )
             and self.has_retire_permission(request),
             "is_author": version.author_id == request.user.pk,
+            **changes_context(version, in_force, row, now=timezone.now()),
         }
 
     # ------------------------------------------------------------------ actions
@@ -363,11 +365,15 @@ class PolicyVersionAdmin(admin.ModelAdmin[PolicyVersion]):
         version = self._get_version(request, object_id)
         if request.method != "POST" or not self.has_approve_permission(request):
             raise PermissionDenied
+        confirmed = request.POST.get("confirm_disposition_change") == "on"
         done = report_refusal(
             self,
             request,
             lambda: services.policy_version_approve(
-                version=version, approver=acting_user(request), now=timezone.now()
+                version=version,
+                approver=acting_user(request),
+                now=timezone.now(),
+                confirm_disposition_change=confirmed,
             ),
         )
         if done is None:

@@ -42,11 +42,14 @@ logger = logging.getLogger("retention.engine")
 
 
 def row_class_names(run: Run, rules: Mapping[str, ClassRules]) -> list[str]:
-    """The run's classes that are registered model rows with a version to work by."""
+    """The run's classes that are registered model rows with a version to work by
+    (and a registration that still matches it: ``ClassRules.registration_changed``)."""
     return [
         name
         for name in run.data_classes
-        if row_class(name) is not None and rules[name].row_cutoff is not None
+        if row_class(name) is not None
+        and rules[name].row_cutoff is not None
+        and not rules[name].registration_changed
     ]
 
 

@@ -8,6 +8,7 @@ policy version was approved in between.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -19,8 +20,11 @@ from retention.conf import settings
 from retention.models import Disposition, Policy, RecordQuerySet, RetentionRecord, Run
 from retention.rows.registry import row_class
 from retention.selectors.policies import version_governing
+from retention.selectors.version_changes import registration_drift
 
 DEFAULT_BATCH_SIZE = 500
+
+logger = logging.getLogger("retention.engine")
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +41,9 @@ class ClassRules:
     version_number: int | None = None
     row_cutoff: datetime | None = None
     cascade: dict[str, Any] | None = None
+    # Why the class disposes of nothing in this run: the code's registration
+    # no longer matches the version's (empty: it matches).
+    registration_changed: str = ""
 
     @classmethod
     def for_policy(cls, policy: Policy, *, started_at: datetime | None = None) -> ClassRules:
@@ -53,6 +60,11 @@ class ClassRules:
             row_cutoff = started_at - version.safety_margin
             if not row.by_expiry:
                 row_cutoff -= version.retention_period
+        drift = registration_drift(version) if row is not None else None
+        if drift is not None:
+            logger.warning(
+                "data class %s: no row is disposed of: %s", policy.data_class, drift.reason
+            )
         return cls(
             data_class=policy.data_class,
             batch_size=version.batch_size,
@@ -64,6 +76,7 @@ class ClassRules:
             version_number=version.number,
             row_cutoff=row_cutoff,
             cascade=version.cascade if row is not None else None,
+            registration_changed=drift.reason if drift is not None else "",
         )
 
     @classmethod
@@ -82,6 +95,7 @@ class ClassRules:
             version_number=data.get("version_number"),
             row_cutoff=row_cutoff,
             cascade=data.get("cascade"),
+            registration_changed=str(data.get("registration_changed") or ""),
         )
 
     def as_json(self) -> dict[str, Any]:
@@ -99,6 +113,8 @@ class ClassRules:
                 row_cutoff=self.row_cutoff.isoformat(),
                 cascade=self.cascade,
             )
+        if self.registration_changed:
+            data["registration_changed"] = self.registration_changed
         return data
 
 

@@ -106,6 +106,11 @@ class PolicyVersion(models.Model):
     # Model rows: what deleting one row also deletes, nulls or is blocked by,
     # computed from the model graph when the version is approved.
     cascade = models.JSONField(null=True, blank=True)
+    # Model rows: the host's registration (model, fields, the scope's SQL,
+    # strategies, files, evidence) as drafted and approved with the version,
+    # and its fingerprint. Runs dispose of nothing while the code's differs.
+    registration = models.JSONField(null=True, blank=True)
+    registration_fingerprint = models.CharField(max_length=64, blank=True, default="")
     # The volume breaker's limits for this version, over the settings'
     # (RETENTION_BREAKER_*): for a class whose first sweep is known to be large.
     breaker_max_fraction = models.FloatField(null=True, blank=True)

@@ -1,8 +1,10 @@
 """Host models registered as data classes (``retention.api.register_model``).
 
 A registration is configuration, made in the host's ``AppConfig.ready()``:
-it lives in this process's memory, like Django's own model registry, and
-nothing of it is stored. What cannot work (an unknown field, a strategy a
+it lives in this process's memory, like Django's own model registry. What
+a policy version approves of it is stored with the version
+(``retention.rows.registration``), so a code change that alters it stops
+the class until a new version adopts it. What cannot work (an unknown field, a strategy a
 column cannot take) is reported by the system checks of
 ``retention.rows.checks`` with stable ids, so ``manage.py check`` names
 every problem at once instead of the first ``ready()`` that raised.
@@ -16,8 +18,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from django.apps import apps
 from django.core.exceptions import ImproperlyConfigured
 from django.db import models
+
+from retention.rows.registration import unstable_scope
 
 EVIDENCE_MODES = ("per_row", "per_batch")
 Evidence = Literal["per_row", "per_batch"]
@@ -127,6 +132,12 @@ def register_model(
         files=tuple(files),
         evidence=evidence,
     )
+    if apps.models_ready:
+        # In ready(): a scope that reads the clock is refused now. Registered
+        # while the models load (the decorator), it is ``retention.E032``.
+        problem = unstable_scope(row_class)
+        if problem is not None:
+            raise ImproperlyConfigured(problem)
     _registry[data_class] = row_class
     return row_class
 

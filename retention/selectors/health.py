@@ -35,6 +35,7 @@ from retention.selectors.reconcile_health import (
     reconciliations_last,
 )
 from retention.selectors.rows import class_last_success
+from retention.selectors.version_changes import class_registration_drift
 
 # Why a data class's promise is broken.
 OVERDUE = "overdue"  # an eligible record expired longer ago than the promise
@@ -42,6 +43,8 @@ FAILED_FOR_REVIEW = "failed_for_review"  # rows the engine gave up on: a human m
 NO_RECENT_SUCCESS = "no_recent_success"  # a backlog, and no full sweep within the promise
 REAPPEARED_NOT_DELETED = "reappeared_not_deleted"  # reappeared longer ago than the promise
 BREAKER_TRIPPED = "breaker_tripped"  # the volume breaker holds the class for review
+# The code's registration of a row class no longer matches its version: nothing is disposed of.
+REGISTRATION_CHANGED = "registration_changed"
 
 
 def last_full_sweep(data_class: str) -> Run | None:
@@ -62,6 +65,7 @@ class ClassCheck:
     now: datetime
     broken: tuple[str, ...]
     reappeared: ReappearedOverdue | None = None
+    registration_changed: str = ""  # why, in words (``selectors.version_changes``)
 
     @property
     def ok(self) -> bool:
@@ -118,11 +122,14 @@ def class_check(
 ) -> ClassCheck:
     """``reappeared``: the class's entry of ``reappeared_overdue``, read once for all classes."""
     health = class_health(policy, now=now)  # last_success: the last full sweep of the class
+    drift = class_registration_drift(policy) if health.enforced else None
     return ClassCheck(
         health=health,
         now=now,
-        broken=_verdict(health, now=now, reappeared=reappeared),
+        broken=_verdict(health, now=now, reappeared=reappeared)
+        + ((REGISTRATION_CHANGED,) if drift is not None else ()),
         reappeared=reappeared,
+        registration_changed=drift.reason if drift is not None else "",
     )
 
 

@@ -35,6 +35,8 @@ class StorageReconciliation:
     finished_at: datetime
     dry_run: bool  # a dry run observed the store as well; it only acted on nothing
     counts: dict[str, int]  # every name of RECONCILE_COUNTS
+    # A store where registered row classes keep files: row_files, files_of_deleted_rows.
+    row_files: dict[str, int] | None = None
 
     def age(self, now: datetime) -> timedelta:
         return now - self.finished_at
@@ -65,6 +67,12 @@ def _counts(value: Any) -> dict[str, int]:
     return counts
 
 
+def _row_files(value: Any) -> dict[str, int] | None:
+    if not isinstance(value, dict) or "files_of_deleted_rows" not in value:
+        return None
+    return {name: int(value.get(name) or 0) for name in ("row_files", "files_of_deleted_rows")}
+
+
 def reconciliations_last() -> tuple[StorageReconciliation, ...]:
     """Per storage alias, the newest finished reconciliation of it, by alias.
 
@@ -91,6 +99,7 @@ def reconciliations_last() -> tuple[StorageReconciliation, ...]:
                     finished_at=finished_at,
                     dry_run=bool(dry_run),
                     counts=_counts(counts),
+                    row_files=_row_files(counts),
                 )
     return tuple(found[alias] for alias in sorted(found))
 

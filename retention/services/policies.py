@@ -16,6 +16,7 @@ from django.db.models import Max
 
 from retention.durations import format_duration
 from retention.exceptions import (
+    DispositionChangeNotConfirmed,
     FourEyesViolation,
     InvalidPolicyVersion,
     InvalidTransition,
@@ -32,8 +33,10 @@ from retention.models import (
     data_class_validator,
 )
 from retention.rows.cascade import cascade_of
-from retention.rows.registry import row_class
+from retention.rows.registration import fingerprint, registration_of, unstable_scope
+from retention.rows.registry import RowClass, row_class
 from retention.selectors.policies import RULE_FIELDS, lock_violation, version_in_force
+from retention.selectors.version_changes import disposition_change
 
 APPROVE_PERMISSION = "retention.approve_policyversion"
 RETIRE_PERMISSION = "retention.retire_policyversion"
@@ -121,6 +124,9 @@ def policy_version_propose(
         )
         policy = Policy.objects.select_for_update().get(pk=policy.pk)
         last = policy.versions.aggregate(n=Max("number"))["n"] or 0
+        row = row_class(data_class)
+        # What the reviewer is shown, and what approving it adopts.
+        registration = _registration(row) if row is not None else None
         # The author is the host's AUTH_USER_MODEL, which the stubs see as User.
         version = PolicyVersion(  # type: ignore[misc]
             policy=policy,
@@ -130,6 +136,8 @@ def policy_version_propose(
             locked=locked,
             author=author,
             created_at=now,
+            registration=registration,
+            registration_fingerprint=fingerprint(registration) if registration else "",
             **rules,
         )
         version.full_clean(exclude=["policy"])
@@ -166,10 +174,27 @@ def policy_version_in_force(*, data_class: str) -> PolicyVersion:
     return version
 
 
+def _registration(row: RowClass) -> dict[str, Any]:
+    """The registration a version of ``row``'s class records; refused when it cannot hold."""
+    problem = unstable_scope(row)
+    if problem is not None:
+        raise InvalidPolicyVersion(problem)
+    return registration_of(row)
+
+
 def policy_version_approve(
-    *, version: PolicyVersion, approver: AbstractBaseUser, now: datetime
+    *,
+    version: PolicyVersion,
+    approver: AbstractBaseUser,
+    now: datetime,
+    confirm_disposition_change: bool = False,
 ) -> PolicyVersion:
-    """Put a submitted version in force; for model rows, with the cascade as it is now."""
+    """Put a submitted version in force; for model rows, with the cascade and the
+    registration as they are now (which must be the registration it was drafted with).
+
+    A version that changes the disposition (redact → delete) is refused unless
+    the approver confirms that change explicitly: ``confirm_disposition_change``.
+    """
     if not approver.has_perm(APPROVE_PERMISSION):  # type: ignore[attr-defined]
         raise NotAllowed(f"{approver} may not approve policy versions.")
     with transaction.atomic():
@@ -197,6 +222,26 @@ def policy_version_approve(
             raise LockedPolicyShortened(
                 f"{version.policy.data_class} is locked: a new version must stay locked."
             )
+        change = disposition_change(version, current)
+        if change is not None and not confirm_disposition_change:
+            raise DispositionChangeNotConfirmed(
+                f"{version.policy.data_class} v{version.number} changes what happens to "
+                f"expired rows: {change.before} → {change.after}. The approver must confirm "
+                "this change explicitly (the confirmation box on the review page; "
+                "confirm_disposition_change=True in the API)."
+            )
+        rows = row_class(policy.data_class)
+        registration = _registration(rows) if rows is not None else None
+        if (
+            registration is not None
+            and version.registration_fingerprint
+            and version.registration_fingerprint != fingerprint(registration)
+        ):
+            raise InvalidPolicyVersion(
+                f"The registration of {policy.data_class} in the code changed after "
+                f"v{version.number} was drafted, so it is not what was reviewed: draft a new "
+                "version (it records the registration as it is now) and approve that."
+            )
         if current is not None:
             current.status = PolicyVersionStatus.SUPERSEDED
             current.superseded_at = now
@@ -205,9 +250,19 @@ def policy_version_approve(
         version.approver = approver  # type: ignore[assignment]
         version.approved_at = now
         # The review page's cascade, computed again: all a page's delete may touch.
-        rows = row_class(policy.data_class)
         version.cascade = cascade_of(rows.model) if rows is not None else None
-        version.save(update_fields=["status", "approver", "approved_at", "cascade"])
+        version.registration = registration
+        version.registration_fingerprint = fingerprint(registration) if registration else ""
+        version.save(
+            update_fields=[
+                "status",
+                "approver",
+                "approved_at",
+                "cascade",
+                "registration",
+                "registration_fingerprint",
+            ]
+        )
         if policy.review_reason or policy.review_since is not None:
             # A class stopped for review runs again under the new version's cascade.
             policy.review_reason = ""

@@ -109,3 +109,15 @@ def test_reconcile__a_store_without_row_files_reports_no_row_figures(make_policy
 
     assert "row_files" not in run.report
     assert "row_files" not in run.report["storages"]["default"]
+
+
+def test_retention_check__prints_the_files_deleted_rows_left(shipments, now):
+    from freezegun import freeze_time
+
+    run = engine.reconcile_run(now=now)
+    out = StringIO()
+    with freeze_time(now + timedelta(hours=1)):
+        call_command("retention_check", stdout=out)
+
+    assert "files of deleted rows 1; reconciled" in out.getvalue()
+    assert f"(run {run.pk})" in out.getvalue()

@@ -135,6 +135,8 @@ def _row_class_lines(check: ClassCheck, promise: timedelta) -> list[str]:
 
 def _reconcile_line(item: StorageReconciliation, now: datetime) -> str:
     found = ", ".join(f"{name.replace('_', ' ')} {n}" for name, n in item.findings.items())
+    if item.row_files is not None:
+        found += f", files of deleted rows {item.row_files['files_of_deleted_rows']}"
     dry = " (dry run)" if item.dry_run else ""
     return (
         f"  {item.storage}: {found}; reconciled {_when(item.finished_at)}, "

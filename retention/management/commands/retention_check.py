@@ -20,6 +20,7 @@ from retention.selectors.health import (
     NO_RECENT_SUCCESS,
     OVERDUE,
     REAPPEARED_NOT_DELETED,
+    REGISTRATION_CHANGED,
     ClassCheck,
     LagCheck,
     lag_check,
@@ -33,6 +34,7 @@ REASONS = {
     NO_RECENT_SUCCESS: "no successful run",
     REAPPEARED_NOT_DELETED: "reappeared objects not deleted again",
     BREAKER_TRIPPED: "held by the volume breaker for review",
+    REGISTRATION_CHANGED: "registration changed, nothing is disposed of",
 }
 
 
@@ -60,6 +62,8 @@ def _class_lines(check: ClassCheck, promise: timedelta) -> list[str]:
     else:
         verdict = "BROKEN: " + _reasons(check)
     lines = [f"{h.data_class} [{'enforce' if h.enforced else 'report-only'}] {verdict}"]
+    if check.registration_changed:
+        lines.append(f"  {check.registration_changed}")
     if h.kind == "rows":
         return lines + _row_class_lines(check, promise)
     if h.oldest_eligible_at is not None and h.overdue is not None:

@@ -229,7 +229,7 @@ class RowEvents:
         )
 
     def held_event(
-        self, *, hold_id: int, tenant: Any, count: int, root: str, latest: str
+        self, *, hold_id: int, reason: str, tenant: Any, count: int, root: str, latest: str
     ) -> NewEvent:
         """The event of the run's rows of the class kept under hold ``hold_id`` for
         ``tenant``: their count and the Merkle root of their subjects (``evidence.HELD``).
@@ -246,7 +246,7 @@ class RowEvents:
             digest=root,
             tenant=tenant,
             due=_latest([latest]),
-            reason=f"legal hold applies (hold {hold_id})",
+            reason=reason,
             count=count,
         )
         event.evidence = evidence.HELD

@@ -12,16 +12,18 @@ import logging
 from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime
+from functools import reduce
+from operator import or_
 from typing import Any
 
 from django.core.files.storage import Storage, default_storage, storages
 from django.db import transaction
-from django.db.models import FileField
+from django.db.models import FileField, Q
 
 from retention.engine.claims import CLAIM_FIELDS, claimed_item
 from retention.engine.events import event_for
 from retention.engine.ledger import run_counts_add
-from retention.models import EventOutcome, RecordState, RetentionRecord, Run
+from retention.models import EventOutcome, LegalHold, RecordState, RetentionRecord, Run
 from retention.rows.registry import RowClass
 from retention.services.evidence import events_append
 
@@ -74,6 +76,27 @@ def held_file_rows(*, row: RowClass, rows: Sequence[tuple[Any, ...]]) -> set[Any
         .values_list("storage", "object_key")
     )
     return {pk for found in held if found in wanted for pk in by_object[found]}
+
+
+def held_files_q(row: RowClass) -> Q | None:
+    """A filter over the class's rows matching those one of whose objects is a
+    tracked record under a legal hold (``held_file_rows``, for a whole class);
+    None when the class has no file field in a STORAGES alias, or no hold is active."""
+    fields = [(f, alias) for f, alias in _file_fields(row) if alias is not None]
+    if not fields or not LegalHold.objects.active().exists():
+        return None
+    parts = [
+        Q(
+            **{
+                f"{file_field.name}__in": RetentionRecord.objects.filter(storage=alias)
+                .exclude(state=RecordState.DELETED)
+                .held()
+                .values("object_key")
+            }
+        )
+        for file_field, alias in fields
+    ]
+    return reduce(or_, parts)
 
 
 def files_delete(

@@ -11,10 +11,11 @@ A second run over the same held rows adds as many events again, and no
 row key: evidence grows with holds, not with the rows they keep.
 
 A row under several holds is counted once, under the oldest of them
-(``RowHolds.first_hold``). A run stopped before a class's end (a limit, its
-time budget, the kill switch) records no held rows of it; a hold released
-while the run swept leaves its rows for the next run, as any row a page
-did not take.
+(``RowHolds.first_hold``); a row kept because one of its ``files`` is a
+tracked record under a hold, under none of them (hold "0"). A run stopped
+before a class's end (a limit, its time budget, the kill switch) records no
+held rows of it; a hold released while the run swept leaves its rows for
+the next run, as any row a page did not take.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from retention import evidence
 from retention.digest import key_digests_raw
 from retention.engine.ledger import run_counts_add
 from retention.engine.row_evidence import RowEvents
+from retention.engine.row_files import held_files_q
 from retention.engine.row_measure import rows_pending
 from retention.engine.row_select import instant
 from retention.engine.rules import ClassRules
@@ -59,6 +61,10 @@ def held_rows_record(*, run: Run, row: RowClass, rules: ClassRules, now: datetim
     """
     holds = held_rows(row.data_class, label=row.label, tenant_field=row.tenant_field)
     held = holds.q(row.tenant_field)
+    # Rows one of whose objects is a tracked record under a hold stay too.
+    files = held_files_q(row) if row.files else None
+    if files is not None:
+        held = files if held is None else held | files
     if held is None:
         return Counter()
     events = RowEvents(run=run, row=row, rules=rules, now=now)
@@ -81,6 +87,11 @@ def held_rows_record(*, run: Run, row: RowClass, rules: ClassRules, now: datetim
         new = [
             events.held_event(
                 hold_id=hold_id,
+                reason=(
+                    f"legal hold applies (hold {hold_id})"
+                    if hold_id
+                    else "one of its objects is a tracked record under a legal hold"
+                ),
                 tenant=tenant,
                 count=kept.tree.count,
                 root=kept.tree.root().hex(),
@@ -111,9 +122,8 @@ def _add(
     digests = key_digests_raw([f"{row.label}:{pk}" for pk, _at, _tenant in chunk])
     for (pk, at, tenant_value), raw in zip(chunk, digests, strict=True):
         tenant = tenant_value if row.tenant_field else None
-        hold_id = holds_first(pk, tenant)
-        if hold_id is None:  # the filter and the rule are one spelling; never here
-            continue
+        # Not under a hold on rows: one of its objects is a held tracked record (0).
+        hold_id = holds_first(pk, tenant) or 0
         kept = groups.get((hold_id, tenant))
         if kept is None:
             kept = groups[(hold_id, tenant)] = _Kept()

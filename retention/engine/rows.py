@@ -214,7 +214,8 @@ def _delete_with_files(
     if not page:
         return result
     # The select left out the rows a hold covers; an object that is also a
-    # tracked record under a hold keeps its row too.
+    # tracked record under a hold keeps its row too (``row_held`` records it
+    # with the held rows, at the class's end).
     file_held = held_file_rows(row=row, rows=page)
     candidates = [r for r in page if r[0] not in file_held]
     gone = files_delete(row=row, rows=candidates, run=run, now=now)
@@ -234,17 +235,6 @@ def _delete_with_files(
                 outcome=EventOutcome.FAILED,
                 count="failed",
                 reason="its objects could not be deleted; the row waits for the next run",
-            )
-            _rows_kept(
-                run,
-                row,
-                rules,
-                [r for r in page if r[0] in file_held],
-                result,
-                now,
-                outcome=EventOutcome.SKIPPED_HELD,
-                count="skipped_held",
-                reason="one of its objects is a tracked record under a legal hold",
             )
     except CascadeViolation as exc:
         _stop_for_review(row, result, str(exc), now)

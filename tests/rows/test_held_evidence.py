@@ -46,7 +46,7 @@ from retention.models import (
 from retention.receipts import verify_receipt
 from retention.rows.registry import row_class_required
 from retention.selectors.evidence import chain_head, receipt_for
-from tests.helpers import chain_ok
+from tests.helpers import chain_ok, put_tracked
 from tests.rowhost.models import Account, RequestLog, Shipment, WebSession
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -384,3 +384,41 @@ def _inline_one(now: datetime, data_class: str) -> Run:
     run = engine.run_execute(run=run, clock=lambda: now)
     run.refresh_from_db()
     return run
+
+
+def test_held__rows_kept_for_a_held_tracked_object_are_one_event_a_run_and_no_row_key(
+    row_registry: Any, make_policy: Any, author: Any, now: datetime
+):
+    api.register_model(
+        Shipment,
+        data_class="pod.shipment",
+        age_field="delivered_at",
+        tenant_field="tenant_id",
+        files=("proof",),
+    )
+    make_policy("pod.shipment", PERIOD)
+    make_policy("idv.photo", timedelta(days=3650))
+    old = now - timedelta(days=40)
+    for i in range(3):
+        tracked = put_tracked(now=old, tenant_id="t1", key=f"proofs/held-{i}.pdf")
+        Shipment.objects.create(tenant_id="t1", proof=tracked.object_key, delivered_at=old)
+    api.place_hold(
+        reason="claim 7", placed_by=author, tenant_id="t1", data_class="idv.photo", now=now
+    )
+
+    first = _inline_one(now, "pod.shipment")
+    keys = RowEventKey.objects.count()
+    second = _inline_one(now + timedelta(days=1), "pod.shipment")
+
+    assert Shipment.objects.count() == 3
+    assert (first.skipped_held, second.skipped_held) == (3, 3)
+    assert RowEventKey.objects.count() == keys
+    (event,) = DeletionEvent.objects.filter(run=second)
+    assert (event.outcome, event.evidence, event.row_count, event.tenant_id) == (
+        EventOutcome.SKIPPED_HELD,
+        "held",
+        3,
+        "t1",
+    )
+    assert event.reason == "one of its objects is a tracked record under a legal hold"
+    assert "Run counts agree with their events." in _verify_runs()

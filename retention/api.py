@@ -41,6 +41,7 @@ from retention.models import (
 )
 from retention.rows import registry
 from retention.rows.registry import Evidence, RowClass, Scope
+from retention.selectors import holds as selectors
 
 __all__ = [
     "EnforcementNotAllowed",
@@ -60,6 +61,7 @@ __all__ = [
     "breaker_release",
     "disable_enforcement",
     "enable_enforcement",
+    "holds",
     "pause",
     "place_hold",
     "propose_policy_version",
@@ -222,6 +224,17 @@ def place_hold(
         subject=subject,
         now=_now(now),
     )
+
+
+def holds(
+    *, tenant_id: str | None = None, data_class: str | None = None, active: bool | None = True
+) -> models.QuerySet[LegalHold]:
+    """The holds that name this tenant and/or data class, oldest first (a QuerySet).
+
+    ``active=True`` (the default) gives holds in force, ``False`` released
+    ones, ``None`` both. Pass one to ``release_hold``.
+    """
+    return selectors.holds_named(tenant_id=tenant_id, data_class=data_class, active=active)
 
 
 def release_hold(

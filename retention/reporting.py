@@ -1,19 +1,111 @@
-"""Plain renderings of a run for the command line and JSON consumers."""
+"""Plain renderings of a run for the command line and JSON consumers.
+
+Each class is shown with its own cutoff, compared with its own column: the
+deadline of a tracked record (``expires_at``), the deadline a row carries
+(``expires_field``), or the row's own date (``age_field``). "Oldest due" is
+always a deadline: for a class cut by age, the oldest row's date plus the
+period, when the row came due, not when it was written.
+"""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from retention.engine.rules import class_cutoff
+from django.utils.dateparse import parse_datetime
+
+from retention.durations import format_duration
+from retention.engine.rules import ClassRules, class_cutoff, run_rules
 from retention.models import Run as RunModel
 from retention.models import RunMode, RunStatus
+from retention.rows.registry import row_class
 
 
 def rfc3339(value: datetime | None) -> str | None:
     if value is None:
         return None
     return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def human(value: datetime | None) -> str:
+    """An instant as a person reads it: "2026-12-03 08:02 UTC"."""
+    if value is None:
+        return "none"
+    return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def _rules(run: RunModel, name: str) -> ClassRules | None:
+    return run_rules(run).get(name) if isinstance(run.report, dict) else None
+
+
+def _age_period(run: RunModel, name: str) -> timedelta | None:
+    """The period of a class of rows cut by their own age, as the run fixed it; else None."""
+    rules = _rules(run, name)
+    row = row_class(name)
+    if rules is None or rules.row_cutoff is None or row is None or row.by_expiry:
+        return None
+    return run.started_at - rules.safety_margin - rules.row_cutoff
+
+
+def own_cutoff(run: RunModel, name: str) -> datetime:
+    """The class's own cutoff: its rows' or records' column is compared with it."""
+    rules = _rules(run, name)
+    if rules is not None and rules.row_cutoff is not None:
+        return rules.row_cutoff
+    return class_cutoff(run, name)
+
+
+def _unit(run: RunModel, name: str) -> str:
+    rules = _rules(run, name)
+    kind = run.report.get("per_data_class", {}).get(name, {}).get("kind") if run.report else None
+    if kind == "rows" or (rules is not None and rules.row_cutoff is not None):
+        return "rows"
+    return "records"
+
+
+def _due(run: RunModel, name: str, oldest: datetime | None) -> datetime | None:
+    """When the oldest eligible item of the class came due (its deadline)."""
+    if oldest is None:
+        return None
+    period = _age_period(run, name)
+    return oldest if period is None else oldest + period
+
+
+def oldest_due(run: RunModel) -> datetime | None:
+    """The earliest deadline among the run's eligible items, when the run says which.
+
+    A dry run records each class's oldest; an enforcing run records one
+    oldest over all its classes, a deadline unless a class cut by age is in
+    it: then it is known only for a run of that one class.
+    """
+    per_class = run.report.get("per_data_class", {}) if isinstance(run.report, dict) else {}
+    if per_class:
+        dues = [
+            _due(run, name, parse_datetime(data.get("oldest_eligible_at") or ""))
+            for name, data in per_class.items()
+        ]
+        known = [due for due in dues if due is not None]
+        return min(known) if known else None
+    aged = [name for name in run.data_classes if _age_period(run, name) is not None]
+    if not aged:
+        return run.oldest_eligible_at
+    if len(run.data_classes) == 1:
+        return _due(run, aged[0], run.oldest_eligible_at)
+    return None
+
+
+def _cutoff_line(run: RunModel, name: str) -> str:
+    row = row_class(name) if _unit(run, name) == "rows" else None
+    cutoff = human(own_cutoff(run, name))
+    if row is None:
+        return f"    {name}: records whose deadline is {cutoff} or earlier"
+    period = _age_period(run, name)
+    if period is None:
+        return f"    {name}: rows whose {row.time_field} is {cutoff} or earlier"
+    return (
+        f"    {name}: rows whose {row.time_field} is {cutoff} or earlier "
+        f"(kept {format_duration(period)})"
+    )
 
 
 def run_as_json(run: RunModel) -> dict[str, Any]:
@@ -26,9 +118,11 @@ def run_as_json(run: RunModel) -> dict[str, Any]:
         "data_classes": list(run.data_classes),
         "tenant_id": run.tenant_id,
         "cutoff": rfc3339(run.cutoff),
-        "cutoffs": {name: rfc3339(class_cutoff(run, name)) for name in run.data_classes},
+        "cutoffs": {name: rfc3339(own_cutoff(run, name)) for name in run.data_classes},
+        "units": {name: _unit(run, name) for name in run.data_classes},
         "counts": run.counts(),
         "oldest_eligible_at": rfc3339(run.oldest_eligible_at),
+        "oldest_due_at": rfc3339(oldest_due(run)),
         "started_at": rfc3339(run.started_at),
         "finished_at": rfc3339(run.finished_at),
     }
@@ -48,8 +142,9 @@ def summary_lines(run: RunModel) -> list[str]:
     lines = [f"Run {run.pk} ({run.mode}, {run.trigger}) over {classes}: {run.status}."]
     if run.status_reason:
         lines.append(f"  Reason: {run.status_reason}")
-    lines.append(f"  Cutoff: {rfc3339(run.cutoff)}")
-    oldest = rfc3339(run.oldest_eligible_at) or "none"
+    lines.append(f"  Started {human(run.started_at)}; each class's cutoff:")
+    lines.extend(_cutoff_line(run, name) for name in run.data_classes)
+    oldest = human(oldest_due(run))
     if run.mode == RunMode.DRY_RUN:
         per_class = run.report.get("per_data_class", {})
         # Eligible rows of redacting classes are counted in run.eligible too.
@@ -61,8 +156,8 @@ def summary_lines(run: RunModel) -> list[str]:
         redacting = f" and redact {redact} row(s)" if redact else ""
         lines.append(
             f"  Would delete {run.eligible - redact} expired record(s){redacting} (oldest "
-            f"expired {oldest}); {run.skipped_held} expired record(s) are under legal hold "
-            "and would be kept."
+            f"due {oldest}); {run.skipped_held} expired record(s) or row(s) are under legal "
+            "hold and would be kept."
         )
         for name, data in sorted(per_class.items()):
             note = (
@@ -71,11 +166,12 @@ def summary_lines(run: RunModel) -> list[str]:
                 else ""
             )
             if data.get("kind") == "rows":
-                lines.append(_rows_dry_run_line(name, data, note))
+                lines.append(_rows_dry_run_line(run, name, data, note))
                 continue
+            due = _due(run, name, parse_datetime(data.get("oldest_eligible_at") or ""))
             lines.append(
-                f"    {name}: would delete {data['eligible']}, held {data['held']}, "
-                f"oldest expired {data['oldest_eligible_at'] or 'none'}{note}"
+                f"    {name}: would delete {data['eligible']} record(s), held {data['held']}, "
+                f"oldest due {human(due)}{note}"
             )
             for tenant in run.report.get("per_tenant", {}).get(name, [])[:10]:
                 lines.append(
@@ -89,8 +185,11 @@ def summary_lines(run: RunModel) -> list[str]:
             )
         lines.extend(_breaker_lines(run))
         return lines
+    units = {_unit(run, name) for name in run.data_classes}
+    items = "records and rows" if len(units) > 1 else (units.pop() if units else "records")
+    known = f" (oldest due {oldest})" if oldest != "none" or not run.eligible else ""
     lines.append(
-        f"  Eligible {run.eligible} (oldest expired {oldest}); claimed {run.claimed}; "
+        f"  Eligible {run.eligible} {items}{known}; claimed {run.claimed}; "
         f"deleted {run.deleted}; already absent {run.already_absent}."
     )
     if run.redacted or run.skipped_protected:
@@ -110,14 +209,15 @@ def summary_lines(run: RunModel) -> list[str]:
     return lines
 
 
-def _rows_dry_run_line(name: str, data: dict[str, Any], note: str) -> str:
+def _rows_dry_run_line(run: RunModel, name: str, data: dict[str, Any], note: str) -> str:
     """A class of model rows in a dry run: what would go, and what would go with it."""
     verb = "would redact" if data.get("disposition") == "redact" else "would delete"
     note = note.replace("to delete", "to redact") if verb == "would redact" else note
+    due = _due(run, name, parse_datetime(data.get("oldest_eligible_at") or ""))
     line = (
-        f"    {name} (rows of {data.get('model')}): {verb} {data['eligible']}, "
+        f"    {name} (rows of {data.get('model')}): {verb} {data['eligible']} row(s), "
         f"held {data['held']}, protected {data.get('protected', 0)}, "
-        f"oldest {data['oldest_eligible_at'] or 'none'}{note}"
+        f"oldest due {human(due)}{note}"
     )
     related = data.get("related")
     if related and (related.get("deletes") or related.get("nulls")):

@@ -214,3 +214,23 @@ def _rows_covering_sql(data_class: str) -> tuple[str, tuple[Any, ...]]:
         .values_list("pk", "subject_pk", "subject_type", "tenant_id", "data_class")
     )
     return holds.query.sql_with_params()
+
+
+def holds_named(
+    *, tenant_id: str | None = None, data_class: str | None = None, active: bool | None = True
+) -> QuerySet[LegalHold]:
+    """Holds by the scope they name, oldest first: what a host looks up to release one.
+
+    ``tenant_id`` and ``data_class`` match the hold's own scope (a hold on
+    tenant "acme", a hold on "logs.api"), not every hold that covers them:
+    a hold on one row or one record names neither. ``active``: True for
+    holds in force, False for released ones, None for both.
+    """
+    qs = LegalHold.objects.all()
+    if active is not None:
+        qs = qs.filter(released_at__isnull=active)
+    if tenant_id is not None:
+        qs = qs.filter(tenant_id=tenant_id)
+    if data_class is not None:
+        qs = qs.filter(data_class=data_class)
+    return qs.order_by("placed_at", "pk")

@@ -13,7 +13,7 @@ from django.utils import timezone
 from retention.engine import run_enqueue, run_execute, run_start
 from retention.exceptions import RunRefused
 from retention.models import Run, RunMode, RunStatus, RunTrigger
-from retention.reporting import progress_line, rfc3339, run_as_json, summary_lines
+from retention.reporting import human, progress_line, run_as_json, summary_lines
 
 
 class Command(BaseCommand):
@@ -108,7 +108,7 @@ class Command(BaseCommand):
             verb = "Queued" if enqueue else "Started"
             self.stdout.write(
                 f"{verb} {'dry run' if dry_run else 'run'} {run.pk} "
-                f"(cutoff {rfc3339(run.cutoff)}) over {scope}."
+                f"at {human(run.started_at)} over {scope}."
             )
         if enqueue and not wait:
             if as_json:

@@ -26,18 +26,43 @@ from retention.rest.views import ControlPlaneApiView
 from retention.selectors.runs import run_batches_by_state, run_get
 
 
+class _JsonString(serializers.CharField):
+    """A JSON string, not a number DRF would turn into one."""
+
+    def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class _JsonInteger(serializers.IntegerField):
+    """A JSON integer, not a string or a boolean DRF would read as one."""
+
+    def to_internal_value(self, data: Any) -> int:
+        if isinstance(data, bool) or not isinstance(data, int):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class _JsonNumber(serializers.FloatField):
+    def to_internal_value(self, data: Any) -> float:
+        if isinstance(data, bool) or not isinstance(data, int | float):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
 class RunStartApi(ControlPlaneApiView):
     class InputSerializer(serializers.Serializer[dict[str, Any]]):
         mode = serializers.ChoiceField(choices=RunMode.choices)
         data_classes = serializers.ListField(
-            child=serializers.CharField(max_length=100, validators=[data_class_validator]),
+            child=_JsonString(max_length=100, validators=[data_class_validator]),
             required=False,
             max_length=100,
             help_text="Default: every data class (an enforcing run: every enforced one).",
         )
-        tenant_id = serializers.CharField(required=False, max_length=100)
-        limit = serializers.IntegerField(required=False, min_value=1)
-        max_seconds = serializers.FloatField(
+        tenant_id = _JsonString(required=False, max_length=100)
+        limit = _JsonInteger(required=False, min_value=1)
+        max_seconds = _JsonNumber(
             required=False, min_value=1, max_value=86400, help_text="Time budget of the sweep."
         )
 

@@ -281,6 +281,25 @@ def test_bad_input__a_signed_run_with_an_unknown_body_key_is_refused_and_runs_no
     assert not Run.objects.exists()
 
 
+@pytest.mark.parametrize(
+    "payload",
+    [
+        {"mode": "dry_run", "tenant_id": 7},
+        {"mode": "dry_run", "data_classes": [1]},
+        {"mode": "dry_run", "limit": "5"},
+        {"mode": "dry_run", "limit": True},
+        {"mode": "dry_run", "max_seconds": "60"},
+    ],
+    ids=["tenant_id-number", "data_class-number", "limit-string", "limit-bool", "seconds-string"],
+)
+def test_bad_input__a_signed_run_with_a_value_of_the_wrong_json_type_is_a_400(client, payload):
+    response = signed_post(client, payload)
+
+    body = assert_error(response, 400, "invalid")
+    assert set(body["field_errors"]) <= {"tenant_id", "data_classes.0", "limit", "max_seconds"}
+    assert not Run.objects.exists()
+
+
 def test_bad_input__a_signed_run_whose_body_is_not_an_object_is_a_400(client):
     response = signed_post(client, ["dry_run"])  # type: ignore[arg-type]
 

@@ -22,9 +22,12 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import time
+import time as clock
 from collections.abc import Iterable, Mapping
+from datetime import date, datetime, time, timedelta
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any
+from uuid import UUID
 
 from django.apps import AppConfig
 from django.core.checks import CheckMessage, Error, Tags, register
@@ -47,10 +50,19 @@ PARTS: tuple[tuple[str, str], ...] = (
 
 
 def stable_repr(value: Any) -> str:
-    """A repr that is the same in every process: no memory address."""
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+    """A repr that is the same in every process: no memory address.
+
+    A parameter a database adapter wrapped (psycopg's ``Int2(200)``) reads as
+    its plain value; a date or time as its ISO form.
+    """
+    if value is None or isinstance(value, bool):
         return repr(value)
-    if isinstance(value, str | int | float | bool | type(None) | bytes):
+    for plain in (int, float, str, bytes):
+        if isinstance(value, plain):
+            return repr(plain(value))
+    if isinstance(value, datetime | date | time | timedelta | Decimal | UUID):
+        return str(value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return repr(value)
     if isinstance(value, list | tuple):
         return "[" + ", ".join(stable_repr(v) for v in value) + "]"
@@ -60,6 +72,9 @@ def stable_repr(value: Any) -> str:
     name = getattr(value, "__qualname__", None)
     if name is not None:  # a function, a class
         return f"{getattr(value, '__module__', '?')}.{name}"
+    text = repr(value)
+    if " at 0x" not in text:
+        return text
     kind = type(value)
     state = getattr(value, "__dict__", None)
     fields = "" if not state else stable_repr(dict(state))
@@ -104,7 +119,7 @@ def unstable_scope(row: RowClass) -> str | None:
     who = f"register_model({row.label}, data_class={row.data_class!r})"
     try:
         first = scope_sql(row)
-        time.sleep(0.002)
+        clock.sleep(0.002)
         second = scope_sql(row)
     except Exception as exc:
         return f"{who}: its scope cannot be compiled to SQL: {type(exc).__name__}: {exc}"

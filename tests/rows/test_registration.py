@@ -9,7 +9,7 @@ approved.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -21,7 +21,12 @@ from retention import api, redaction, services
 from retention.engine import run_execute, run_start
 from retention.exceptions import InvalidPolicyVersion
 from retention.models import PolicyVersion, Run
-from retention.rows.registration import check_stable_scopes, fingerprint, registration_of
+from retention.rows.registration import (
+    check_stable_scopes,
+    fingerprint,
+    registration_of,
+    stable_repr,
+)
 from retention.selectors.version_changes import registration_drift
 from tests.rowhost.models import Account, RequestLog
 
@@ -152,6 +157,29 @@ def test_fingerprint__the_same_scope_written_another_way_is_the_same(row_registr
     )
 
     assert after == before
+
+
+def test_fingerprint__a_fixed_date_in_the_scope_is_stable_and_read_as_a_date(row_registry):
+    since = datetime(2026, 1, 1, tzinfo=UTC)
+    row = _register(row_registry, scope=lambda qs: qs.filter(created_at__gte=since))
+
+    registration = registration_of(row)
+
+    assert check_stable_scopes() == []
+    assert registration == registration_of(row)
+    assert "2026-01-01" in registration["scope"]["params"][0]
+
+
+def test_stable_repr__an_object_without_a_readable_repr_has_no_address():
+    class Upper:
+        def __init__(self) -> None:
+            self.suffix = "!"
+
+    text = stable_repr(Upper())
+
+    assert " at 0x" not in text
+    assert text.endswith("Upper({'suffix': '!'})")
+    assert stable_repr(redaction.Mask(keep_last=2)) == "Mask(keep_last=2, char='*')"
 
 
 # --------------------------------------------------------------------------

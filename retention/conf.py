@@ -38,6 +38,11 @@ class RetentionSettings:
         return float(self._get("RUN_LEASE_SECONDS", 300))
 
     @property
+    def DATABASE_RETRY_SECONDS(self) -> float:
+        """How long a run waits for a lost database connection to come back before it stops."""
+        return float(self._get("DATABASE_RETRY_SECONDS", 60))
+
+    @property
     def MAX_ATTEMPTS(self) -> int:
         return int(self._get("MAX_ATTEMPTS", 5))
 

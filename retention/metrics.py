@@ -21,6 +21,7 @@ import os
 from collections.abc import Iterator
 
 from django.db import DatabaseError
+from django.db.models import Count
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseForbidden
 from django.utils import timezone
 from django.views.decorators.http import require_GET
@@ -31,6 +32,7 @@ from prometheus_client.registry import Collector
 
 from retention.conf import settings
 from retention.counters import CLAIMED, REGISTRY  # noqa: F401  (CLAIMED: read by tests)
+from retention.models import RecordState, RetentionRecord
 from retention.selectors.anchors import anchor_status, anchoring_on
 from retention.selectors.health import LagCheck, deleting_counts, lag_check
 
@@ -50,6 +52,7 @@ class HealthCollector(Collector):
         try:
             check = lag_check(now=timezone.now())
             deleting = deleting_counts()
+            retrying = _retrying_counts()
         except DatabaseError:
             logger.exception("metrics: the database gauges could not be read")
             up.add_metric([], 0)
@@ -92,6 +95,11 @@ class HealthCollector(Collector):
             "failed": family(
                 "retention_failed_for_review_records", "Failed records waiting for review."
             ),
+            "retrying": family(
+                "retention_retrying_records",
+                "Records waiting for a retry after a transient error (a store unreachable, "
+                "throttling); they are deleted by a later page or run.",
+            ),
             "last": family(
                 "retention_last_success_timestamp_seconds",
                 "Unix time the last full enforcing run of the class finished; 0 when never.",
@@ -114,6 +122,7 @@ class HealthCollector(Collector):
                 "held": h.held,
                 "deleting": deleting.get(h.data_class, 0),
                 "failed": h.failed_for_review,
+                "retrying": retrying.get(h.data_class, 0),
                 "last": last.timestamp() if last is not None else 0,
                 "tripped": 1 if h.breaker is not None else 0,
             }
@@ -122,6 +131,16 @@ class HealthCollector(Collector):
         yield from families.values()
         yield from _reconcile_families(check)
         yield from _anchor_families(check)
+
+
+def _retrying_counts() -> dict[str, int]:
+    """Records put back for a retry after a transient error, per data class."""
+    rows = (
+        RetentionRecord.objects.filter(state=RecordState.FAILED, retryable=True)
+        .values_list("data_class")
+        .annotate(n=Count("id"))
+    )
+    return dict(rows)
 
 
 def _reconcile_families(check: LagCheck) -> Iterator[Metric]:

@@ -121,6 +121,9 @@ def run_as_json(run: RunModel) -> dict[str, Any]:
         "cutoffs": {name: rfc3339(own_cutoff(run, name)) for name in run.data_classes},
         "units": {name: _unit(run, name) for name in run.data_classes},
         "counts": run.counts(),
+        # Transient failures put back for a retry (an unreachable store): not one of
+        # §2's counts, so beside them.
+        "retried": run.retried,
         "oldest_eligible_at": rfc3339(run.oldest_eligible_at),
         "oldest_due_at": rfc3339(oldest_due(run)),
         "started_at": rfc3339(run.started_at),

@@ -17,6 +17,7 @@ RETENTION_RUN_LEASE_SECONDS = float(os.environ.get("RETENTION_RUN_LEASE_SECONDS"
 RETENTION_DISPATCHER_LEASE_SECONDS = float(
     os.environ.get("RETENTION_DISPATCHER_LEASE_SECONDS", "60")
 )
+RETENTION_DATABASE_RETRY_SECONDS = float(os.environ.get("RETENTION_DATABASE_RETRY_SECONDS", "60"))
 Q_CLUSTER["poll"] = 0.2
 # The project's default (pages for up to 2 s a batch task) unless a test asks.
 if "RETENTION_BATCH_SECONDS" in os.environ:

@@ -15,6 +15,7 @@ import uuid
 from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime, timedelta
+from functools import partial
 
 from django.db import connection, transaction
 
@@ -23,6 +24,7 @@ from retention.conf import settings
 from retention.engine.claims import Claim, ClaimedItem
 from retention.engine.events import ClaimOutcome, event_for
 from retention.engine.ledger import run_counts_add, run_counts_sql
+from retention.engine.outage import db_retry
 from retention.models import EventOutcome, RecordState, RetentionRecord
 from retention.selectors.holds import (
     held_record_ids,
@@ -58,6 +60,25 @@ _UNFINISHED_FIELDS = [
 
 
 def finalize(
+    claim: Claim,
+    items: Sequence[ClaimedItem],
+    results: dict[int, KeyResult],
+    *,
+    max_attempts: int,
+    now: datetime,
+) -> ClaimOutcome:
+    """Record a disposed page; done again while the database connection is lost.
+
+    The page's deletes are done: only this step waits for the database to
+    come back (``retention.engine.outage``), and doing it twice is safe.
+    """
+    return db_retry(
+        partial(_finalize, claim, items, results, max_attempts=max_attempts, now=now),
+        what="finalize",
+    )
+
+
+def _finalize(
     claim: Claim,
     items: Sequence[ClaimedItem],
     results: dict[int, KeyResult],

@@ -14,7 +14,10 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from functools import partial
+from typing import Any
 
+from django.db import InterfaceError, OperationalError, connection
 from django.utils import timezone
 
 from retention.disposal import Disposer, ObjectDisposer, can_overlap
@@ -24,6 +27,14 @@ from retention.engine.claims import Claim, Cursors, records_claim_next
 from retention.engine.events import ClaimOutcome, held_skips_record
 from retention.engine.ledger import run_columns, run_finish
 from retention.engine.measure import dry_run_report, retry_next_due, run_measure
+from retention.engine.outage import (
+    as_unavailable,
+    connection_lost,
+    db_retry,
+    liveness_drop,
+    liveness_take,
+    page_token,
+)
 from retention.engine.overlap import Overlap
 from retention.engine.page import claim_dispose, stranded_settle
 from retention.engine.row_sweep import RowSweep, row_class_names
@@ -51,9 +62,18 @@ def run_execute(
     if run.status != RunStatus.RUNNING:
         return run
     stepper = Stepper(run=run, clock=clock, monotonic=monotonic, max_seconds=max_seconds)
+    retry = partial(db_retry, reconnected=partial(liveness_take, run))
     try:
-        return _execute(stepper, progress=progress, disposer=disposer, sleep=sleep)
+        if run.mode == RunMode.ENFORCE:
+            retry(partial(liveness_take, run), what="start")
+        return _execute(stepper, progress=progress, disposer=disposer, sleep=sleep, retry=retry)
     except BaseException as exc:
+        down = as_unavailable(exc)
+        if down is not None:
+            # Nothing can be recorded now: the next trigger closes the run
+            # once the database is back (``outage.runs_abandon_orphaned``).
+            # One line, the caller's to show: no chain of tracebacks.
+            raise down from None
         # The rows in flight keep their leases and are probed by the next
         # claimer; the run itself must not stay "running" for ever.
         logger.error(
@@ -64,11 +84,16 @@ def run_execute(
         )
         try:
             run_finish(run, RunStatus.ERROR, f"{type(exc).__name__}: {exc}"[:2000], clock())
-        except Exception:
-            logger.exception(
-                "could not record the failure of run %s", run.pk, extra={"run_id": str(run.pk)}
+        except Exception as recording:
+            logger.error(
+                "could not record the failure of run %s: %s",
+                run.pk,
+                as_unavailable(recording) or type(recording).__name__,
+                extra={"run_id": str(run.pk)},
             )
         raise
+    finally:
+        liveness_drop(run)
 
 
 def _execute(
@@ -77,9 +102,10 @@ def _execute(
     progress: ProgressFn | None,
     disposer: Disposer | None,
     sleep: Callable[[float], None],
+    retry: Callable[..., Any] = db_retry,
 ) -> Run:
     run, clock = stepper.run, stepper.clock
-    measured = run_measure(run)
+    measured = retry(partial(run_measure, run), what="measure")
     if run.mode == RunMode.DRY_RUN:
         report = dict(run.report)
         report.update(dry_run_report(run, measured.rows))
@@ -92,10 +118,13 @@ def _execute(
 
     # Rows a dead claimer left under a hold placed since: settled before
     # the held skips are recorded, so no skip is recorded for a gone object.
-    stranded_settle(run=run, clock=clock, disposer=disposer)
-    held_skips_record(run, clock())
+    retry(partial(stranded_settle, run=run, clock=clock, disposer=disposer), what="settle")
+    retry(lambda: held_skips_record(run, clock()), what="held skips")
     # Once per class, before the class's first page.
-    breaker_decide(run, eligible=measured.eligible, rows=measured.rows, now=clock())
+    retry(
+        lambda: breaker_decide(run, eligible=measured.eligible, rows=measured.rows, now=clock()),
+        what="breaker",
+    )
 
     def page_done(claim: Claim | None, outcome: ClaimOutcome) -> None:
         """Add a finalized page's outcomes to the run's counts in memory
@@ -107,15 +136,35 @@ def _execute(
 
     overlap = Overlap(clock, page_done)
     try:
-        stop = _sweep(stepper, disposer or ObjectDisposer(), overlap, page_done, sleep)
+        while True:
+            try:
+                stop = _sweep(stepper, disposer or ObjectDisposer(), overlap, page_done, sleep)
+                break
+            except (OperationalError, InterfaceError) as exc:
+                if not connection_lost(exc):
+                    raise
+                # Lost between two steps of a page: once the database is
+                # back, the sweep goes on from its claims (a page's finalize
+                # waits for the database itself).
+                retry(_ping, what="sweep")
     finally:
         overlap.close()
     if stop is None:
-        return run_finish(run, RunStatus.FINISHED, "", clock())
+        finished: Run = retry(
+            lambda: run_finish(run, RunStatus.FINISHED, "", clock()), what="finish"
+        )
+        return finished
     if stop.status == RunStatus.ABANDONED:
         logger.warning("run %s stopped: %s", run.pk, stop.reason, extra={"run_id": str(run.pk)})
     # A run another trigger closed (abandoned) keeps its status and counts.
-    return run_finish(run, stop.status, stop.reason, clock())
+    closed: Run = retry(lambda: run_finish(run, stop.status, stop.reason, clock()), what="finish")
+    return closed
+
+
+def _ping() -> None:
+    """Fails until the database answers (for ``db_retry``)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1")
 
 
 def _sweep(
@@ -168,6 +217,8 @@ def _sweep(
                     now=now,
                     lease_seconds=stepper.page_lease_seconds(size, rules[name]),
                     start_disposal=True,
+                    # Marked as this run's: a takeover frees them at once.
+                    token=page_token(run),
                 )
                 if not claim.items:
                     continue

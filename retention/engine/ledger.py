@@ -18,6 +18,7 @@ from django.db import connection, transaction
 
 from retention.disposal import ObjectDisposer
 from retention.engine.leases import run_leases_acquire, run_leases_release, runs_abandon_stale
+from retention.engine.outage import runs_abandon_orphaned
 from retention.engine.rules import ClassRules, expired_pending
 from retention.exceptions import RunRefused
 from retention.models import (
@@ -109,6 +110,9 @@ def run_start(
     if refusal is not None:
         run_refuse(run, refusal[0], refusal[1], now)
     if mode == RunMode.ENFORCE and run.data_classes:
+        # A run whose process stopped (the database was away too long) is
+        # closed at once, not when its lease lapses.
+        runs_abandon_orphaned(now)
         runs_abandon_stale(now)
         holder = run_leases_acquire(run, now)
         if holder is not None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
+from functools import partial
 
 from django.db import transaction
 
@@ -22,6 +23,7 @@ from retention.engine.claims import Claim, ClaimedItem, records_claim_stranded
 from retention.engine.events import ClaimOutcome, event_for
 from retention.engine.finalize import finalize, held_release
 from retention.engine.ledger import run_counts_sql
+from retention.engine.outage import db_retry
 from retention.models import EventOutcome, RecordState, RetentionRecord, Run
 from retention.pacing import RateGate, gate_for
 from retention.selectors.holds import held_record_ids
@@ -141,7 +143,9 @@ def claim_dispose(
     if not proceed:
         return total
     gate = gate or gate_for(data_class=proceed[0].data_class)
-    results = dispose(proceed, disposer, gate)
+    # The rate gate is in the database: a restart while this page waits for
+    # it is waited out (deleting twice is safe; an object gone is absent).
+    results = db_retry(partial(dispose, proceed, disposer, gate), what="rate gate")
     finalized = finalize(
         claim,
         proceed,

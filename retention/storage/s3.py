@@ -9,6 +9,9 @@ they end up in the audit trail, and keys may carry personal data.
 from __future__ import annotations
 
 import itertools
+import logging
+import threading
+import time
 from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -49,6 +52,8 @@ if TYPE_CHECKING:
         ErrorTypeDef,
         ObjectIdentifierTypeDef,
     )
+
+logger = logging.getLogger("retention.storage")
 
 MAX_CHUNK_SIZE = 1000
 
@@ -115,6 +120,10 @@ class S3Adapter:
         self.chunk_size = chunk_size
         # S3Storage stores name N under "<location>/N"; records hold N.
         self.prefix = prefix.strip("/")
+        # An endpoint that stopped answering: since when (monotonic), and
+        # how many keys went without an answer meanwhile.
+        self._outage_lock = threading.Lock()
+        self._outage: tuple[float, int] | None = None
 
     @classmethod
     def from_storage(
@@ -335,10 +344,11 @@ class S3Adapter:
                 Bucket=self.bucket, Delete={"Objects": objects, "Quiet": False}
             )
         except REQUEST_ERRORS as exc:
-            failure = self._request_failure(exc)
+            failure = self._request_failure(exc, keys=len(chunk))
             for target in chunk:
                 yield target, failure
             return
+        self._answered()
 
         pending: dict[str, dict[str | None, _Target]] = {}
         for target in chunk:
@@ -378,7 +388,40 @@ class S3Adapter:
             for unanswered in versions.values():
                 yield unanswered, NO_ANSWER
 
-    def _request_failure(self, exc: Exception) -> Failure:
+    def _unanswered(self, exc: Exception, keys: int) -> None:
+        """One WARNING when the endpoint stops answering; then only a count."""
+        with self._outage_lock:
+            if self._outage is None:
+                self._outage = (time.monotonic(), keys)
+                logger.warning(
+                    "storage %r: the S3 endpoint does not answer (%s); its deletes are "
+                    "retried with backoff until it does",
+                    self.alias,
+                    type(exc).__name__,
+                    extra={"storage": self.alias},
+                )
+            else:
+                self._outage = (self._outage[0], self._outage[1] + keys)
+
+    def _answered(self) -> None:
+        """One WARNING when an endpoint that had stopped answering answers again."""
+        if self._outage is None:
+            return
+        with self._outage_lock:
+            if self._outage is None:
+                return
+            since, keys = self._outage
+            self._outage = None
+        logger.warning(
+            "storage %r: the S3 endpoint answers again after %.0f s; %d deletes went "
+            "without an answer meanwhile and are retried",
+            self.alias,
+            time.monotonic() - since,
+            keys,
+            extra={"storage": self.alias, "unanswered": keys},
+        )
+
+    def _request_failure(self, exc: Exception, *, keys: int = 1) -> Failure:
         """Classify an error that failed a whole request."""
         if isinstance(exc, ClientError):
             code, status, message = error_parts(exc)
@@ -393,6 +436,7 @@ class S3Adapter:
         # The text of these errors contains the request URL, which for a HEAD
         # or a listing contains the key, so only the type is reported.
         if isinstance(exc, NETWORK_ERRORS):
+            self._unanswered(exc, keys)
             return Failure(Outcome.TRANSIENT, f"{type(exc).__name__}: no answer from the endpoint")
         return Failure(Outcome.PERMANENT, type(exc).__name__)
 

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import json
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import DatabaseError
 from django.utils import timezone
 
 from retention.engine import run_enqueue, run_execute, run_start
+from retention.engine.outage import DatabaseUnavailable, as_unavailable, db_retry
 from retention.exceptions import RunRefused
 from retention.models import Run, RunMode, RunStatus, RunTrigger
 from retention.reporting import human, progress_line, run_as_json, summary_lines
@@ -128,13 +131,31 @@ class Command(BaseCommand):
         else:
             for line in summary_lines(run):
                 self.stdout.write(line)
+        if enqueue and run.status in (RunStatus.ERROR, RunStatus.ABANDONED):
+            # Followed to an end that is not a finish: say so in the exit status.
+            raise CommandError(f"run {run.pk} ended {run.status}: {run.status_reason}")
+
+    def execute(self, *args: Any, **options: Any) -> str | None:
+        """A database that stays away past RETENTION_DATABASE_RETRY_SECONDS: one line, exit 1."""
+        try:
+            return super().execute(*args, **options)
+        except (DatabaseError, DatabaseUnavailable) as exc:
+            down = as_unavailable(exc)
+            if down is None:
+                raise
+        self.stderr.write(str(down))
+        sys.exit(1)
 
     def _follow(self, run: Run, progress: Callable[[Run], None]) -> Run:
-        """Poll the queued run until it ends; the workers do the work."""
+        """Poll the queued run until it ends; the workers do the work.
+
+        A database restart meanwhile is waited out (the workers wait for it
+        too), for up to ``RETENTION_DATABASE_RETRY_SECONDS``.
+        """
         try:
             while run.status == RunStatus.RUNNING:
                 time.sleep(0.5)
-                run.refresh_from_db()
+                db_retry(run.refresh_from_db, what="following the run")
                 progress(run)
         except KeyboardInterrupt:
             self.stderr.write(f"Stopped following; run {run.pk} goes on in the workers.")

@@ -1,8 +1,8 @@
 """The stable Python API for host apps (SPEC §3.4).
 
-A thin facade: each function reads the clock only when ``now`` is None and
-delegates to a service. Names and signatures here are a contract; the
-services behind them may change.
+A thin facade: each function reads the database's clock (``retention.clock``)
+only when ``now`` is None and delegates to a service. Names and signatures
+here are a contract; the services behind them may change.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from django.db import models
 from django.utils import timezone
 
 from retention import services
+from retention.clock import db_now
 from retention.exceptions import (
     EnforcementNotAllowed,
     FourEyesViolation,
@@ -77,7 +78,7 @@ __all__ = [
 
 def _now(now: datetime | None) -> datetime:
     if now is None:
-        return timezone.now()
+        return db_now()
     if timezone.is_naive(now):
         raise ValueError("now must be an aware datetime (UTC).")
     return now

@@ -242,6 +242,11 @@ class RetentionSettings:
         return float(self._get("FOREGROUND_BUDGET_SECONDS", 30))
 
     @property
+    def CLOCK_SKEW_SECONDS(self) -> float:
+        """retention_check fails when a worker's clock is further than this from the database's."""
+        return float(self._get("CLOCK_SKEW_SECONDS", 60))
+
+    @property
     def STORAGE_RATE_LIMITS(self) -> dict[str, float]:
         """Deletes per second per storage alias, shared by every worker on every host.
 

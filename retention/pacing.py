@@ -35,6 +35,7 @@ from django.db import DEFAULT_DB_ALIAS, connections, transaction
 from django.db.models import F
 
 from retention import counters
+from retention.clock import db_epoch
 from retention.conf import settings
 from retention.models import RateGateState
 
@@ -111,15 +112,8 @@ def effective_factor(
 
 
 def database_clock(using: str = DEFAULT_DB_ALIAS) -> float:
-    """Seconds since the epoch on the database server (PostgreSQL), else here."""
-    connection = connections[using]
-    if connection.vendor != "postgresql":
-        return time.time()
-    with connection.cursor() as cursor:
-        # clock_timestamp(), not now(): now() is frozen at the transaction's start.
-        cursor.execute("SELECT EXTRACT(EPOCH FROM clock_timestamp())")
-        (value,) = cursor.fetchone()
-    return float(value)
+    """Seconds since the epoch on the database's clock (``retention.clock``)."""
+    return db_epoch(using)
 
 
 class UnlimitedGate:

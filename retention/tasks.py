@@ -1,4 +1,4 @@
-"""django-q2 entry points. Thin: read the clock, call the engine, report.
+"""django-q2 entry points. Thin: read the database's clock, call the engine, report.
 
 Installed by ``retention_schedule`` (the sweep, the watchdog, the weekly
 reconciliation) or published by the engine (a queued run's arm task, its
@@ -11,9 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.utils import timezone
-
 from retention import engine
+from retention.clock import db_now, host_clock_read
 from retention.models import RunTrigger
 from retention.services.anchors import chain_anchor_due
 from retention.services.hold_mirror import hold_mirror_continue, hold_mirrors_resume
@@ -21,13 +20,13 @@ from retention.services.hold_mirror import hold_mirror_continue, hold_mirrors_re
 
 def run_scheduled(**_schedule: Any) -> str | None:
     """The scheduled sweep: start (or join) the run of the current cron slot."""
-    run = engine.run_schedule_fire(now=timezone.now())
+    run = engine.run_schedule_fire(now=db_now())
     return str(run.pk) if run is not None else None
 
 
 def reconcile_scheduled(**_schedule: Any) -> str:
     """The weekly reconciliation: compare every store in use with the records."""
-    run = engine.reconcile_run(trigger=RunTrigger.SCHEDULE, now=timezone.now())
+    run = engine.reconcile_run(trigger=RunTrigger.SCHEDULE, now=db_now())
     return str(run.pk)
 
 
@@ -35,19 +34,27 @@ def runs_resume() -> int:
     """The watchdog: advance queued runs that no batch carries on any more,
     anchor the chain head when it moved and RETENTION_ANCHOR_INTERVAL has
     passed, and publish again the Object Lock mirrors of holds that stalled."""
-    now = timezone.now()
+    now = db_now()
     resumed = len(engine.runs_resume_stalled(now=now))
     chain_anchor_due(now=now)
     hold_mirrors_resume(now=now)
     return resumed
 
 
+def run_resume(run_id: str) -> str:
+    """A queued run's own resumption, fired by its one-off schedule (no watchdog needed)."""
+    return engine.run_resume(run_id=run_id, now=db_now())
+
+
 def run_dispatch(payload: dict[str, Any]) -> str:
     """Arm a queued run: measure it and publish its first batches (one bounded unit)."""
+    engine.run_host_clock_record(payload["run_id"], host_clock_read())
     return engine.run_dispatch(run_id=payload["run_id"])
 
 
 def batch_dispose(payload: dict[str, Any]) -> dict[str, int]:
+    """One batch of a queued run; it notes how far this worker's clock is from the database's."""
+    engine.run_host_clock_record(payload["run_id"], host_clock_read())
     return dict(engine.batch_dispose(payload=payload).counts)
 
 

@@ -118,6 +118,30 @@ def _media_root(settings: Any, tmp_path: Any) -> None:
     settings.RETENTION_RETRY_MAX_SECONDS = 0.2
 
 
+@pytest.fixture(autouse=True)
+def _database_clock_follows_freezegun(request: pytest.FixtureRequest) -> Any:
+    """A test that freezes the Python clock to drive an outer interface freezes
+    the database's clock (``retention.clock.db_now``) with it, on PostgreSQL
+    as on SQLite. A test about skewed hosts (fixture ``host_clock``) keeps
+    the real database clock while freezegun moves the host's."""
+    if "host_clock" in request.fixturenames or not _on_postgres():
+        yield
+        return
+    from django.db import connection
+    from django.utils import timezone
+    from freezegun.api import freeze_factories
+
+    from retention.clock import DB_NOW_SQL
+
+    def pin(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        if sql == DB_NOW_SQL and freeze_factories:
+            return execute("SELECT %s::timestamptz", [timezone.now()], many, context)
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(pin):
+        yield
+
+
 @pytest.fixture
 def author(db: Any) -> Any:
     from tests.factories import UserFactory

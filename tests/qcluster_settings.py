@@ -22,3 +22,6 @@ Q_CLUSTER["poll"] = 0.2
 # The project's default (pages for up to 2 s a batch task) unless a test asks.
 if "RETENTION_BATCH_SECONDS" in os.environ:
     RETENTION_BATCH_SECONDS = float(os.environ["RETENTION_BATCH_SECONDS"])
+# A test's own foreground signal (tests/queue/headroom.py), when it asks.
+if "RETENTION_FOREGROUND_GUARD" in os.environ:
+    RETENTION_FOREGROUND_GUARD = os.environ["RETENTION_FOREGROUND_GUARD"]

@@ -32,7 +32,13 @@ from retention.engine.batch import batch_dispose
 from retention.engine.claims import Claim, ClaimedItem, records_claim, records_claim_next
 from retention.engine.events import ClaimOutcome
 from retention.engine.inline import run_execute
-from retention.engine.ledger import run_abort, run_counts, run_finish, run_start
+from retention.engine.ledger import (
+    run_abort,
+    run_counts,
+    run_finish,
+    run_host_clock_record,
+    run_start,
+)
 from retention.engine.page import claim_dispose
 from retention.engine.publish import (
     BATCH_TASK,
@@ -47,6 +53,7 @@ from retention.engine.schedule import (
     SWEEP_SCHEDULE,
     WATCHDOG_SCHEDULE,
     ScheduleChange,
+    run_resume,
     run_schedule_fire,
     runs_resume_stalled,
     schedule_slot_for,
@@ -76,6 +83,8 @@ __all__ = [
     "run_enqueue",
     "run_execute",
     "run_finish",
+    "run_host_clock_record",
+    "run_resume",
     "run_schedule_fire",
     "run_start",
     "run_trigger",

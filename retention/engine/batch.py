@@ -35,9 +35,9 @@ from typing import Any
 
 from django.db import transaction
 from django.db.models import F
-from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+from retention.clock import db_now
 from retention.conf import settings
 from retention.disposal import Disposer, ObjectDisposer, can_overlap
 from retention.engine.breaker import breaker_held
@@ -68,7 +68,7 @@ logger = logging.getLogger("retention.dispatch")
 def batch_dispose(
     *,
     payload: dict[str, Any],
-    clock: Clock = timezone.now,
+    clock: Clock = db_now,
     disposer: Disposer | None = None,
     publish: Publish | None = None,
     guard: Guard | None = None,

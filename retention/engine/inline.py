@@ -18,8 +18,7 @@ from functools import partial
 from typing import Any
 
 from django.db import InterfaceError, OperationalError, connection
-from django.utils import timezone
-
+from retention.clock import db_now
 from retention.disposal import Disposer, ObjectDisposer, can_overlap
 from retention.engine.breaker import REPORT_KEY as BREAKER_REPORT_KEY
 from retention.engine.breaker import breaker_decide, breaker_held, breaker_preview
@@ -51,7 +50,7 @@ ProgressFn = Callable[[Run], None]
 def run_execute(
     *,
     run: Run,
-    clock: Clock = timezone.now,
+    clock: Clock = db_now,
     max_seconds: float | None = None,
     progress: ProgressFn | None = None,
     disposer: Disposer | None = None,

@@ -16,6 +16,7 @@ from typing import Any, NoReturn
 
 from django.db import connection, transaction
 
+from retention.clock import HostClock
 from retention.disposal import ObjectDisposer
 from retention.engine.leases import run_leases_acquire, run_leases_release, runs_abandon_stale
 from retention.engine.outage import runs_abandon_orphaned
@@ -214,6 +215,38 @@ def run_abort(*, run: Run, reason: str, now: datetime) -> Run:
     they expire. Rows it may have claimed keep their own leases.
     """
     return run_finish(run, RunStatus.ERROR, reason[:2000], now)
+
+
+def run_host_clock_record(run: Run | Any, reading: HostClock) -> None:
+    """Note in the run's report how far the host running its work was from the database's clock.
+
+    One entry per host (``report["host_clocks"]``), written when the host is
+    new to the run or its offset moved by a second or more, so a batch
+    usually reads the report and writes nothing. ``retention_check`` reads
+    them (``retention.selectors.workers``). Given a Run (not an id), its
+    report in memory gets the entry too, so the engine's later writes of
+    that report keep it.
+    """
+    run_id = run.pk if isinstance(run, Run) else run
+    report = Run.objects.filter(pk=run_id).values_list("report", flat=True).first()
+    known = report.get("host_clocks") or {} if isinstance(report, dict) else {}
+    seen = known.get(reading.host)
+    if seen is not None and abs(seen["offset_seconds"] - reading.offset_seconds) < 1:
+        return
+    with transaction.atomic():
+        locked = Run.objects.select_for_update().filter(pk=run_id).first()
+        if locked is None:
+            return
+        report = dict(locked.report) if isinstance(locked.report, dict) else {}
+        clocks = dict(report.get("host_clocks") or {})
+        clocks[reading.host] = {
+            "offset_seconds": reading.offset_seconds,
+            "at": reading.at.isoformat(),
+        }
+        report["host_clocks"] = clocks
+        Run.objects.filter(pk=run_id).update(report=report)
+    if isinstance(run, Run):
+        run.report = report
 
 
 def run_columns(counts: Counter[str]) -> dict[str, int]:

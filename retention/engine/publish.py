@@ -17,9 +17,10 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import transaction
-from django.utils import timezone
+from django_q.models import Schedule
 from django_q.tasks import async_task
 
+from retention.clock import db_now
 from retention.engine.ledger import run_abort, run_start
 from retention.exceptions import RunRefused
 from retention.models import Run, RunExecutor, RunTrigger
@@ -30,6 +31,10 @@ api_logger = logging.getLogger("retention.api")
 
 DISPATCH_TASK = "retention.tasks.run_dispatch"
 BATCH_TASK = "retention.tasks.batch_dispose"
+RESUME_TASK = "retention.tasks.run_resume"
+# A running queued run keeps one resumption pending this far ahead: the
+# scheduler (which looks every 30 s) fires it 10-40 s later.
+RESUME_AFTER_SECONDS = 10
 
 # (dotted task path, payload, task name) -> None; raises when it cannot publish.
 Publish = Callable[[str, dict[str, Any], str], None]
@@ -71,6 +76,32 @@ def dispatcher_name(run: Run) -> str:
 def dispatcher_publish(run: Run, *, publish: Publish | None = None) -> None:
     """Publish the run's dispatcher task; raises what the broker raised."""
     (publish or publish_task)(DISPATCH_TASK, {"run_id": str(run.pk)}, dispatcher_name(run))
+
+
+def resume_schedule_name(run_id: Any) -> str:
+    return f"retention.resume.{run_id}"
+
+
+def run_resume_arm(run: Run, now: datetime) -> None:
+    """Have django-q2's scheduler advance this queued run again shortly; idempotent.
+
+    A run never waits on a schedule nobody installed: a run the foreground
+    guard deferred, whose retries are not due yet, or whose batches were
+    lost resumes by its own one-off schedule (fired once, then gone; armed
+    again while the run runs), with or without ``retention_schedule``'s
+    watchdog.
+    """
+    name = resume_schedule_name(run.pk)
+    if Schedule.objects.filter(name=name).exists():
+        return
+    Schedule.objects.create(
+        name=name,
+        func=RESUME_TASK,
+        args=repr(str(run.pk)),
+        schedule_type=Schedule.ONCE,
+        repeats=-1,
+        next_run=now + timedelta(seconds=RESUME_AFTER_SECONDS),
+    )
 
 
 def _queue_unavailable(run: Run, exc: Exception, now: datetime) -> RunRefused:
@@ -132,6 +163,7 @@ def run_enqueue(
         dispatcher_publish(run, publish=publish)
     except Exception as exc:
         raise _queue_unavailable(run, exc, now) from exc
+    run_resume_arm(run, now)
     return run
 
 
@@ -168,7 +200,9 @@ def run_trigger(
         try:
             dispatcher_publish(run, publish=publish)
         except Exception as exc:
-            _queue_unavailable(run, exc, timezone.now())
+            _queue_unavailable(run, exc, db_now())
+            return
+        run_resume_arm(run, db_now())
 
     # A worker that picked the task up before the commit would not see the run.
     transaction.on_commit(publish_after_commit)

@@ -18,11 +18,13 @@ worker:
   batch in flight (or, once it must stop, by the last batch to finish).
 
 A run whose chain of batches broke (a worker killed, a broker that lost a
-task, a guard over budget, retries not yet due) is advanced again by the
-watchdog schedule (``retention.engine.schedule.runs_resume_stalled``) once no
-batch of it is in flight. Nothing trusts the broker to deliver once: a batch
-is finalized only while its rows are still leased to it, and only the
-delivery that closes a batch advances the run.
+task, a guard over budget, retries not yet due) is advanced again once no
+batch of it is in flight: by its own one-off resumption schedule, kept
+pending while it runs (``retention.engine.publish.run_resume_arm``), and by
+the watchdog schedule (``retention.engine.schedule.runs_resume_stalled``)
+where ``retention_schedule`` installed it. Nothing trusts the broker to
+deliver once: a batch is finalized only while its rows are still leased to
+it, and only the delivery that closes a batch advances the run.
 """
 
 from __future__ import annotations
@@ -36,8 +38,8 @@ from typing import TYPE_CHECKING, Any
 
 from django.db import transaction
 from django.db.models import Count, Q, QuerySet
-from django.utils import timezone
 
+from retention.clock import db_now
 from retention.conf import settings
 from retention.engine.breaker import breaker_decide, breaker_held
 from retention.engine.claims import claim_release, claimable_count
@@ -75,7 +77,7 @@ MAX_PUBLISH_FAILURES = 3
 def run_dispatch(
     *,
     run_id: uuid.UUID | str,
-    clock: Clock = timezone.now,
+    clock: Clock = db_now,
     sleep: Callable[[float], None] = time.sleep,
     publish: Publish | None = None,
     guard: Guard | None = None,
@@ -127,7 +129,7 @@ def _measure_once(run: Run, now: datetime) -> None:
 def run_advance(
     *,
     run_id: uuid.UUID | str,
-    clock: Clock = timezone.now,
+    clock: Clock = db_now,
     publish: Publish | None = None,
     guard: Guard | None = None,
 ) -> str:
@@ -165,7 +167,7 @@ def run_advance(
             wait = stepper.retry_wait(retry_next_due(run), now)
             if wait is None and not _disposing(run, now):
                 return run_finish(run, RunStatus.FINISHED, "", now).status
-            # Retries fall due soon: the watchdog advances the run again then.
+            # Retries fall due soon: the run's resumption (or the watchdog) advances it then.
     if not slots:
         return run.status
     streak = _publish(run, slots, publish or batch_publisher(), now)

@@ -19,16 +19,18 @@ from django.db.models import Exists, OuterRef
 from django_q.models import Schedule
 
 from retention.conf import settings
-from retention.engine.publish import Publish, dispatcher_publish, run_enqueue
+from retention.engine.publish import Publish, dispatcher_publish, run_enqueue, run_resume_arm
 from retention.engine.queued import batches_in_flight, run_advance
 from retention.exceptions import RunRefused
 from retention.models import Run, RunExecutor, RunMode, RunStatus, RunTrigger
 
+# Named once, where retention_check looks for them; re-exported for the engine's callers.
+from retention.selectors.workers import SWEEP_SCHEDULE as SWEEP_SCHEDULE
+from retention.selectors.workers import WATCHDOG_SCHEDULE as WATCHDOG_SCHEDULE
+
 logger = logging.getLogger("retention.dispatch")
 
-SWEEP_SCHEDULE = "retention.sweep"
 SWEEP_TASK = "retention.tasks.run_scheduled"
-WATCHDOG_SCHEDULE = "retention.watchdog"
 WATCHDOG_TASK = "retention.tasks.runs_resume"
 RECONCILE_SCHEDULE = "retention.reconcile"
 RECONCILE_TASK = "retention.tasks.reconcile_scheduled"
@@ -91,34 +93,59 @@ def runs_resume_stalled(*, now: datetime, publish: Publish | None = None) -> lis
     whose arm task has not run within RETENTION_DISPATCHER_LEASE_SECONDS gets
     a new one.
     """
-    grace = now - timedelta(seconds=settings.DISPATCHER_LEASE_SECONDS)
     live = batches_in_flight(now).filter(run=OuterRef("pk"))
-    stalled: list[Run] = []
-    for run in (
-        Run.objects.filter(status=RunStatus.RUNNING, executor=RunExecutor.QUEUE)
-        .filter(~Exists(live))
-        .order_by("started_at")
-    ):
-        report = run.report if isinstance(run.report, dict) else {}
-        armed = bool(report.get("measured"))
-        if not armed and run.started_at >= grace:
-            continue  # its arm task may still be on its way
-        stalled.append(run)
-        if not armed:
-            logger.warning(
-                "run %s was never armed: publishing its arm task again",
-                run.pk,
-                extra={"run_id": str(run.pk)},
-            )
-            dispatcher_publish(run, publish=publish)
-            continue
-        logger.info(
-            "run %s has no batch in flight: advancing it",
+    return [
+        run
+        for run in (
+            Run.objects.filter(status=RunStatus.RUNNING, executor=RunExecutor.QUEUE)
+            .filter(~Exists(live))
+            .order_by("started_at")
+        )
+        if _stalled_resume(run, now, publish)
+    ]
+
+
+def run_resume(*, run_id: Any, now: datetime, publish: Publish | None = None) -> str:
+    """A queued run's own resumption (``run_resume_arm``): the watchdog's work, for this run.
+
+    Fired by the run's one-off schedule; armed again while the run runs, so
+    a run deferred by the foreground guard, waiting for retries or whose
+    batches were lost goes on without ``retention_schedule``'s watchdog.
+    Returns the run's status.
+    """
+    run = Run.objects.filter(pk=run_id, executor=RunExecutor.QUEUE).first()
+    if run is None:
+        return "missing"
+    if run.status == RunStatus.RUNNING and not batches_in_flight(now).filter(run=run).exists():
+        _stalled_resume(run, now, publish)
+        run.refresh_from_db(fields=["status"])
+    if run.status == RunStatus.RUNNING:
+        run_resume_arm(run, now)
+    return str(run.status)
+
+
+def _stalled_resume(run: Run, now: datetime, publish: Publish | None) -> bool:
+    """Advance (or re-arm) a queued run with no batch in flight; False: leave it for now."""
+    report = run.report if isinstance(run.report, dict) else {}
+    armed = bool(report.get("measured"))
+    grace = now - timedelta(seconds=settings.DISPATCHER_LEASE_SECONDS)
+    if not armed and run.started_at >= grace:
+        return False  # its arm task may still be on its way
+    if not armed:
+        logger.warning(
+            "run %s was never armed: publishing its arm task again",
             run.pk,
             extra={"run_id": str(run.pk)},
         )
-        run_advance(run_id=run.pk, clock=lambda: now, publish=publish)
-    return stalled
+        dispatcher_publish(run, publish=publish)
+        return True
+    logger.info(
+        "run %s has no batch in flight: advancing it",
+        run.pk,
+        extra={"run_id": str(run.pk)},
+    )
+    run_advance(run_id=run.pk, clock=lambda: now, publish=publish)
+    return True
 
 
 # --------------------------------------------------------------------------

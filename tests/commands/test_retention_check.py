@@ -224,6 +224,15 @@ def test_check__json_schema(expiring, make_policy):
         "broken",
         "data_classes",
         "reconciliation",
+        "workers",
+    }
+    assert report["workers"] == {
+        "ok": True,
+        "broken": [],
+        "clock_skew_limit_seconds": 60.0,
+        "hosts": [],
+        "watchdog_installed": False,
+        "queued_runs_recent": False,
     }
     assert report["ok"] is False
     assert report["checked_at"] == "2026-03-15T12:01:00Z"

@@ -8,6 +8,7 @@ that host.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from datetime import UTC, datetime, timedelta
@@ -153,3 +154,52 @@ def test_host_clock__the_ledger_of_runs_on_hosts_ahead_and_behind_has_the_databa
         assert before <= event.occurred_at <= after
     deleted_at = RetentionRecord.objects.values_list("deleted_at", flat=True)
     assert all(at is not None and before <= at <= after for at in deleted_at)
+
+
+def check_json() -> tuple[bool, dict[str, Any]]:
+    out = StringIO()
+    try:
+        call_command("retention_check", "--json", stdout=out)
+    except CommandError:
+        return False, json.loads(out.getvalue())
+    return True, json.loads(out.getvalue())
+
+
+def test_check__a_host_clock_further_than_the_limit_from_the_database_fails_clock_skew(
+    host_clock: Any, make_policy: Any, settings: Any
+) -> None:
+    make_policy("pod.scan", PERIOD)
+    expiring([-1.0], prefix="expired")
+    with host_clock(AHEAD):
+        call_command("run_retention", stdout=StringIO(), stderr=StringIO())
+
+    ok, report = check_json()
+
+    assert not ok and report["ok"] is False
+    workers = report["workers"]
+    assert workers["broken"] == ["clock_skew"]
+    (host,) = workers["hosts"]
+    assert 295 <= host["offset_seconds"] <= 305 and host["skewed"] is True
+    assert host["run_id"] == str(Run.objects.get().pk)
+    out = StringIO()
+    with pytest.raises(CommandError, match="clock_skew: a worker's clock is more than 60 seconds"):
+        call_command("retention_check", stdout=out)
+    assert "seconds ahead of the database" in out.getvalue()
+    assert "SKEWED" in out.getvalue()
+
+    settings.RETENTION_CLOCK_SKEW_SECONDS = 600
+    assert check_json()[0]
+
+
+def test_check__a_host_a_few_seconds_off_is_within_the_limit(
+    host_clock: Any, make_policy: Any
+) -> None:
+    make_policy("pod.scan", PERIOD)
+    with host_clock(timedelta(seconds=10)):
+        call_command("run_retention", stdout=StringIO(), stderr=StringIO())
+
+    ok, report = check_json()
+
+    assert ok, report
+    (host,) = report["workers"]["hosts"]
+    assert 5 <= host["offset_seconds"] <= 15 and host["skewed"] is False

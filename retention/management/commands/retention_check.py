@@ -11,8 +11,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
-from django.utils import timezone
 
+from retention.clock import db_now
 from retention.selectors.breaker import trip_summary
 from retention.selectors.health import (
     BREAKER_TRIPPED,
@@ -27,6 +27,14 @@ from retention.selectors.health import (
     lag_check_as_json,
 )
 from retention.selectors.reconcile_health import StorageReconciliation
+from retention.selectors.workers import (
+    CLOCK_SKEW,
+    WATCHDOG_MISSING,
+    WATCHDOG_SCHEDULE,
+    WorkersCheck,
+    workers_check,
+    workers_check_as_json,
+)
 
 REASONS = {
     OVERDUE: "overdue records",
@@ -167,6 +175,53 @@ def _lines(check: LagCheck) -> list[str]:
     return lines
 
 
+def _worker_lines(check: WorkersCheck) -> list[str]:
+    """Each host's clock against the database's, and the watchdog schedule."""
+    limit = check.clock_skew_limit
+    lines = [
+        f"Worker clocks (host minus database, hosts seen in the last day; limit {limit:g} seconds):"
+    ]
+    for h in check.hosts:
+        way = "ahead of" if h.offset_seconds >= 0 else "behind"
+        verdict = "SKEWED" if h.skewed(limit) else "ok"
+        lines.append(
+            f"  {h.host}: {abs(h.offset_seconds):.1f} seconds {way} the database, "
+            f"{_when(h.seen_at)} (run {h.run_id}) {verdict}"
+        )
+    if not check.hosts:
+        lines.append("  no run or batch reported one yet")
+    if check.watchdog_installed:
+        lines.append(f"Watchdog schedule ({WATCHDOG_SCHEDULE}): installed.")
+    elif check.queued_runs_recent:
+        lines.append(
+            f"Watchdog schedule ({WATCHDOG_SCHEDULE}): NOT INSTALLED while queued runs are used; "
+            "run `manage.py retention_schedule`."
+        )
+    else:
+        lines.append(f"Watchdog schedule ({WATCHDOG_SCHEDULE}): not installed (no queued run).")
+    return lines
+
+
+def _workers_broken(check: WorkersCheck) -> str:
+    parts = []
+    if CLOCK_SKEW in check.broken:
+        hosts = ", ".join(
+            f"{h.host} {h.offset_seconds:+.0f} s"
+            for h in check.hosts
+            if h.skewed(check.clock_skew_limit)
+        )
+        parts.append(
+            f"{CLOCK_SKEW}: a worker's clock is more than {check.clock_skew_limit:g} seconds "
+            f"from the database's ({hosts}); run NTP on it"
+        )
+    if WATCHDOG_MISSING in check.broken:
+        parts.append(
+            f"{WATCHDOG_MISSING}: queued runs are used and the {WATCHDOG_SCHEDULE} schedule is "
+            "not installed; run `manage.py retention_schedule`"
+        )
+    return "; ".join(parts)
+
+
 class Command(BaseCommand):
     help = (
         "Print per data class the backlog, the oldest overdue record, failures waiting for "
@@ -180,12 +235,25 @@ class Command(BaseCommand):
         )
 
     def handle(self, *, as_json: bool, **options: Any) -> None:
-        check = lag_check(now=timezone.now())
+        check = lag_check(now=db_now())
+        workers = workers_check(now=check.now)
         if as_json:
-            self.stdout.write(json.dumps(lag_check_as_json(check)))
+            data = lag_check_as_json(check)
+            data["ok"] = data["ok"] and workers.ok
+            data["workers"] = workers_check_as_json(workers)
+            self.stdout.write(json.dumps(data))
         else:
-            for line in _lines(check):
+            lines = _lines(check)
+            # The workers after the classes, before the stores' reconciliation.
+            at = next(i for i, line in enumerate(lines) if line.startswith("Last reconciliation"))
+            lines[at:at] = _worker_lines(workers)
+            for line in lines:
                 self.stdout.write(line)
+        failures = []
         if not check.ok:
             broken = "; ".join(f"{c.health.data_class} ({_reasons(c)})" for c in check.broken)
-            raise CommandError(f"retention promise broken: {broken}")
+            failures.append(f"retention promise broken: {broken}")
+        if not workers.ok:
+            failures.append(f"workers unfit: {_workers_broken(workers)}")
+        if failures:
+            raise CommandError("; ".join(failures))

@@ -6,8 +6,8 @@ import json
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
-from django.utils import timezone
 
+from retention.clock import db_now
 from retention.engine import reconcile_run
 from retention.exceptions import RunRefused
 from retention.models import RECONCILE_COUNTS, Run, RunStatus, RunTrigger
@@ -89,7 +89,7 @@ class Command(BaseCommand):
                 tenant_pattern=tenant_pattern,
                 dry_run=dry_run,
                 trigger=RunTrigger.COMMAND,
-                now=timezone.now(),
+                now=db_now(),
             )
         except RunRefused as exc:
             if as_json and exc.run_id is not None:

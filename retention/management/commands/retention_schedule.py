@@ -6,8 +6,8 @@ import json
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
-from django.utils import timezone
 
+from retention.clock import db_now
 from retention.conf import settings
 from retention.engine import ScheduleChange, schedules_install, schedules_remove
 
@@ -33,7 +33,7 @@ class Command(BaseCommand):
                 changes = schedules_install(
                     cron=settings.SCHEDULE_CRON,
                     reconcile_cron=settings.RECONCILE_CRON,
-                    now=timezone.now(),
+                    now=db_now(),
                 )
             except ValueError as exc:
                 raise CommandError(str(exc)) from exc

@@ -10,13 +10,14 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import DatabaseError
-from django.utils import timezone
 
-from retention.engine import run_enqueue, run_execute, run_start
+from retention.clock import db_now, host_clock_read
+from retention.engine import run_enqueue, run_execute, run_host_clock_record, run_start
 from retention.engine.outage import DatabaseUnavailable, as_unavailable, db_retry
 from retention.exceptions import RunRefused
 from retention.models import Run, RunMode, RunStatus, RunTrigger
 from retention.reporting import human, progress_line, run_as_json, summary_lines
+from retention.selectors.workers import WATCHDOG_SCHEDULE, watchdog_installed
 
 
 class Command(BaseCommand):
@@ -81,7 +82,7 @@ class Command(BaseCommand):
                     tenant_id=tenant,
                     limit=limit,
                     max_seconds=max_seconds,
-                    now=timezone.now(),
+                    now=db_now(),
                 )
             else:
                 run = run_start(
@@ -90,13 +91,23 @@ class Command(BaseCommand):
                     data_classes=data_classes or None,
                     tenant_id=tenant,
                     limit=limit,
-                    now=timezone.now(),
+                    now=db_now(),
                 )
         except RunRefused as exc:
             if as_json and exc.run_id is not None:
                 refused = Run.objects.get(pk=str(exc.run_id))
                 self.stdout.write(json.dumps(run_as_json(refused)))
             raise CommandError(f"run refused ({exc.reason}): {exc}") from exc
+        if enqueue and not watchdog_installed():
+            # Stderr: --json keeps stdout one object.
+            self.stderr.write(
+                f"Warning: the watchdog schedule ({WATCHDOG_SCHEDULE}) is not installed. This "
+                "run resumes itself, but chain anchors and stalled hold mirrors wait for the "
+                "watchdog, and retention_check fails (watchdog_missing): run "
+                "`manage.py retention_schedule`."
+            )
+        elif not enqueue:
+            run_host_clock_record(run, host_clock_read())
 
         last = [0.0]
 

@@ -270,6 +270,37 @@ def test_bad_input__a_multipart_body_over_the_memory_limit_is_a_json_413(client,
     assert_error(response, 413, "request_too_large")
 
 
+# -- the rest of the error table ----------------------------------------------
+
+
+def test_bad_input__an_unsupported_method_is_a_json_405(client, acme):
+    response = client.delete("/api/v1/deletions/", headers=acme)
+
+    assert_error(response, 405, "method_not_allowed")
+
+
+def test_bad_input__a_signed_run_that_is_not_json_is_a_json_415(client):
+    body = b"mode=dry_run"
+    headers = signing.signed_headers(
+        key_id="ops-2026a",
+        secret=HMAC_KEYS["ops-2026a"],
+        method="POST",
+        path="/api/v1/runs/",
+        body=body,
+        timestamp=int(timezone.now().timestamp()),
+    )
+
+    response = client.post(
+        "/api/v1/runs/",
+        data=body,
+        content_type="application/x-www-form-urlencoded",
+        headers=headers,
+    )
+
+    assert_error(response, 415, "unsupported_media_type")
+    assert not Run.objects.exists()
+
+
 # -- signed trigger body -----------------------------------------------------
 
 

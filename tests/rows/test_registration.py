@@ -201,6 +201,37 @@ def test_run__a_changed_scope_disposes_of_nothing_and_the_run_says_why(logs, row
     assert "approve a version that adopts it" in reason
 
 
+def test_queued_run__a_changed_scope_publishes_no_page_of_the_class(logs, row_registry, now):
+    from retention import engine
+    from retention.engine.publish import BATCH_TASK
+    from retention.guard import GuardReading
+
+    def quiet(*, now: datetime) -> GuardReading:
+        return GuardReading(over_budget=False, value=0.0, budget=30.0, detail="")
+
+    delivered: list[dict[str, Any]] = []
+
+    def publish(func: str, payload: dict[str, Any], name: str) -> None:
+        if func == BATCH_TASK:
+            delivered.append(payload)
+            engine.batch_dispose(payload=payload, clock=lambda: now, publish=publish, guard=quiet)
+
+    _rows(now)
+    _register(row_registry, scope=_only_errors)
+
+    run = engine.run_enqueue(
+        mode="enforce", trigger="command", data_classes=[DATA_CLASS], now=now, publish=publish
+    )
+    engine.run_dispatch(run_id=run.pk, clock=lambda: now, publish=publish, guard=quiet)
+
+    run.refresh_from_db()
+    assert run.status == "finished"
+    assert run.deleted == 0
+    assert delivered == []
+    assert RequestLog.objects.count() == 7
+    assert run.report["rules"][DATA_CLASS]["registration_changed"]
+
+
 def test_dry_run__still_counts_the_rows_under_the_scope_in_the_code(logs, row_registry, now):
     _rows(now)
     _register(row_registry, scope=_only_errors)

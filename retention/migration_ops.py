@@ -81,7 +81,14 @@ class AddIndexOnModel(Operation):
         return f"index_{self.app_label}_{self.model_name}".lower()
 
     def _model(self, state: ProjectState) -> type[models.Model]:
-        return state.apps.get_model(self.app_label, self.model_name)
+        try:
+            return state.apps.get_model(self.app_label, self.model_name)
+        except LookupError as exc:
+            raise LookupError(
+                f"AddIndexOnModel: no model {self.app_label}.{self.model_name} at this "
+                f"migration: add a dependency on the {self.app_label!r} migration that "
+                "creates it to the migration's dependencies."
+            ) from exc
 
     def _index(self, model: type[models.Model]) -> models.Index:
         return models.Index(fields=self.fields, name=self.name)

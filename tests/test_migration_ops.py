@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from django.db import NotSupportedError, connection
 from django.db.migrations.loader import MigrationLoader
+from django.db.migrations.state import ProjectState
 from django.db.migrations.writer import MigrationWriter
 from django_q.models import Task
 
@@ -105,3 +106,15 @@ def test_add_index_on_model__is_concurrent_on_postgres_and_refuses_a_transaction
         assert cursor.fetchone() == (True,)
     _backwards(op)
     assert NAME not in _indexes()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_add_index_on_model__a_migration_without_the_dependency_is_told_to_add_it():
+    empty = ProjectState()
+    op = _op()
+
+    with (
+        pytest.raises(LookupError, match="add a dependency on the 'django_q' migration"),
+        connection.schema_editor(atomic=False) as editor,
+    ):
+        op.database_forwards("rowhost", editor, empty, empty.clone())

@@ -23,13 +23,13 @@ from collections.abc import Iterator
 from django.db import DatabaseError
 from django.db.models import Count
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseForbidden
-from django.utils import timezone
 from django.views.decorators.http import require_GET
 from prometheus_client import CollectorRegistry, multiprocess
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from retention.clock import db_now
 from retention.conf import settings
 from retention.counters import CLAIMED, REGISTRY  # noqa: F401  (CLAIMED: read by tests)
 from retention.models import RecordState, RetentionRecord
@@ -50,7 +50,7 @@ class HealthCollector(Collector):
             "retention_gauges_up", "1 when this scrape read the gauges from the database."
         )
         try:
-            check = lag_check(now=timezone.now())
+            check = lag_check(now=db_now())
             deleting = deleting_counts()
             retrying = _retrying_counts()
         except DatabaseError:

@@ -10,13 +10,13 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from django.utils import timezone
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers, status
 from rest_framework.exceptions import NotFound
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from retention.clock import db_now
 from retention.engine import run_trigger
 from retention.models import RunMode, RunStatus, data_class_validator
 from retention.reporting import run_as_json
@@ -115,7 +115,7 @@ class RunStartApi(ControlPlaneApiView):
         data.is_valid(raise_exception=True)
         run = run_trigger(
             key_id=request.user.key_id,  # type: ignore[union-attr]
-            now=timezone.now(),
+            now=db_now(),
             mode=data.validated_data["mode"],
             data_classes=data.validated_data.get("data_classes"),
             tenant_id=data.validated_data.get("tenant_id"),

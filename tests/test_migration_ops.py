@@ -118,3 +118,30 @@ def test_add_index_on_model__a_migration_without_the_dependency_is_told_to_add_i
         connection.schema_editor(atomic=False) as editor,
     ):
         op.database_forwards("rowhost", editor, empty, empty.clone())
+
+
+@pytest.mark.django_db(transaction=True)
+def test_add_index_on_model__runs_from_a_host_migration_forwards_and_back(settings):
+    """The migration of tests/rows/index_migrations, as ``migrate`` runs it (atomic = False)."""
+    from django.db.migrations.executor import MigrationExecutor
+
+    settings.MIGRATION_MODULES = {"rowhost": "tests.rows.index_migrations"}
+    name = "django_q_t_stopped_h5test_idx"
+    executor = MigrationExecutor(connection)
+    try:
+        executor.migrate([("rowhost", "0001_index_django_q_task")])
+
+        assert _indexes()[name] == ["stopped", "id"]
+        # The other app's state is as its own migrations leave it.
+        state = executor.loader.project_state()
+        assert state.models["django_q", "task"].options.get("indexes", []) == (
+            MigrationLoader(None, ignore_no_migrations=True)
+            .project_state()
+            .models["django_q", "task"]
+            .options.get("indexes", [])
+        )
+    finally:
+        executor = MigrationExecutor(connection)
+        executor.migrate([("rowhost", None)])
+
+    assert name not in _indexes()

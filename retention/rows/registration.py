@@ -57,9 +57,14 @@ def stable_repr(value: Any) -> str:
     """
     if value is None or isinstance(value, bool):
         return repr(value)
-    for plain in (int, float, str, bytes):
-        if isinstance(value, plain):
-            return repr(plain(value))
+    if isinstance(value, int):
+        return repr(int(value))
+    if isinstance(value, float):
+        return repr(float(value))
+    if isinstance(value, str):
+        return repr(str(value))
+    if isinstance(value, bytes):
+        return repr(bytes(value))
     if isinstance(value, datetime | date | time | timedelta | Decimal | UUID):
         return str(value)
     if dataclasses.is_dataclass(value) and not isinstance(value, type):

@@ -18,6 +18,7 @@ from functools import partial
 from typing import Any
 
 from django.db import InterfaceError, OperationalError, connection
+
 from retention.clock import db_now
 from retention.disposal import Disposer, ObjectDisposer, can_overlap
 from retention.engine.breaker import REPORT_KEY as BREAKER_REPORT_KEY

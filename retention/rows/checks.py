@@ -257,7 +257,9 @@ def _missing_index(row: RowClass, option: str, field: models.Field[Any, Any]) ->
             f"Add db_index=True to {row.label}.{field.name} and run makemigrations, or add "
             f'models.Index(fields={fields}, name="{index.name}") to its Meta.indexes; the '
             f'migration: migrations.AddIndex(model_name="{meta.model_name}", '
-            f'index=models.Index(fields={fields}, name="{index.name}")).{shared}{accept}'
+            f'index=models.Index(fields={fields}, name="{index.name}")). If {meta.label} '
+            f"is not yours to edit, put {operation} in a migration of your own app "
+            f"(atomic = False).{shared}{accept}"
         )
     return Warning(
         f"{_who(row)}: {option} {field.name!r} has no index: every page of a run "

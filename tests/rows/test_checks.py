@@ -361,6 +361,10 @@ def test_check_w004__an_age_field_without_an_index(row_registry):
         'migrations.AddIndex(model_name="account", index=models.Index('
         'fields=["last_seen_at", "id"], name="rowhost_acc_last_se_42cf67_idx"))'
     ) in found[0].hint
+    assert (
+        'put retention.migration_ops.AddIndexOnModel("rowhost", "account", '
+        'fields=["last_seen_at", "id"], name="rowhost_acc_last_se_42cf67_idx") in a migration'
+    ) in found[0].hint
 
 
 @isolate_apps("tests.rowhost")

@@ -16,7 +16,10 @@ class RetentionConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from retention import checks  # noqa: F401  (registers the system checks)
+        from retention import (
+            checks,  # noqa: F401  (registers the system checks)
+            datamap_checks,  # noqa: F401  (and the data map's)
+        )
         from retention.anchoring import checks as anchor_checks  # noqa: F401  (and anchoring's)
         from retention.rows import checks as row_checks  # noqa: F401  (and those of model rows)
         from retention.storage import checks as lock_checks  # noqa: F401  (Object Lock mirror)

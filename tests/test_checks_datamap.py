@@ -6,7 +6,7 @@ from typing import Any
 
 from django.core.checks import run_checks
 
-from retention.checks import check_exempt_models, check_ungoverned_personal_models
+from retention.datamap_checks import check_exempt_models, check_ungoverned_personal_models
 from tests.rowhost.models import Subscriber
 
 

@@ -26,6 +26,8 @@ from retention.selectors.datamap import (
     DataMap,
     Governance,
     data_map,
+)
+from retention.selectors.datamap_export import (
     data_map_as_json,
     period_text,
     rows_text,

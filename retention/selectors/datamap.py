@@ -17,28 +17,31 @@ over its age or expiry column, which a registration is expected to index.
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, time, timedelta
-from typing import Any
+from datetime import datetime, time, timedelta
 
 from django.apps import apps
 from django.conf import settings as django_settings
-from django.db import DatabaseError, connection, models, transaction
+from django.db import connection, models
 from django.db.migrations.recorder import MigrationRecorder
 from django.db.models import Min
 from django.utils import timezone
-from django.utils.duration import duration_iso_string
 
 from retention.conf import settings
-from retention.durations import format_duration
 from retention.models import Policy, PolicyVersion, RetentionRecord, RunMode
 from retention.rows.registry import RowClass, row_classes
+from retention.selectors.personal_fields import PersonalField, personal_fields
 from retention.selectors.policies import version_in_force
 from retention.selectors.reconcile_health import StorageReconciliation, reconciliations_last
 from retention.selectors.runs import runs_covering
+from retention.selectors.table_counts import (
+    distinct_storages,
+    exact_count,
+    on_postgres,
+    planner_rows,
+    table_estimates,
+)
 
 GOVERNED = "governed"
 EXEMPT = "exempt"
@@ -57,29 +60,8 @@ INTERNAL_MODELS: dict[str, str] = {
     "contenttypes.ContentType": "Django's content types",
     "auth.Permission": "Django's permissions",
 }
-# Words of a field's name that suggest personal data; RETENTION_PERSONAL_FIELD_NAMES adds more.
-PERSONAL_FIELD_NAMES: tuple[str, ...] = (
-    "name",
-    "phone",
-    "address",
-    "birth",
-    "ip",
-    "user agent",
-    "token",
-)
-# A word of at least this many letters also matches inside a longer word
-# ("username", "telephone", "dateofbirth"); a shorter one ("ip") only whole.
-_INSIDE_MIN = 4
 # Stores that hold the project's code assets, not data.
 _NOT_DATA_STORES = frozenset({"staticfiles"})
-
-
-@dataclass(frozen=True, slots=True)
-class PersonalField:
-    """A field that looks like it holds personal data, and why it looks so."""
-
-    name: str
-    why: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,122 +158,6 @@ class DataMap:
 
 
 # --------------------------------------------------------------------------
-# Personal-looking fields
-
-
-def _words(name: str) -> list[str]:
-    spaced = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", name)
-    return [word for word in re.split(r"[^a-z0-9]+", spaced.lower()) if word]
-
-
-def _name_matches(words: list[str], phrase: str) -> bool:
-    wanted = _words(phrase)
-    if not wanted:
-        return False
-    if len(wanted) > 1:
-        size = len(wanted)
-        joined = "".join(wanted)
-        return joined in words or any(
-            words[i : i + size] == wanted for i in range(len(words) - size + 1)
-        )
-    (word,) = wanted
-    if len(word) < _INSIDE_MIN:
-        return word in words
-    return any(w.startswith(word) or w.endswith(word) for w in words)
-
-
-def personal_field_names() -> tuple[str, ...]:
-    """The built-in words and the host's (``RETENTION_PERSONAL_FIELD_NAMES``)."""
-    return tuple(dict.fromkeys((*PERSONAL_FIELD_NAMES, *settings.PERSONAL_FIELD_NAMES)))
-
-
-def personal_fields(model: type[models.Model]) -> tuple[PersonalField, ...]:
-    """The model's columns that look personal: by type (subclasses too), then by name."""
-    names = personal_field_names()
-    found = []
-    for f in model._meta.concrete_fields:
-        kind = type(f).__name__
-        if isinstance(f, models.EmailField):
-            why = f"email address ({kind})"
-        elif isinstance(f, models.GenericIPAddressField):
-            why = f"IP address ({kind})"
-        elif isinstance(f, models.ImageField):
-            why = f"image file ({kind})"
-        elif isinstance(f, models.FileField):
-            why = f"file ({kind})"
-        else:
-            words = _words(f.name)
-            matched = next((phrase for phrase in names if _name_matches(words, phrase)), None)
-            if matched is None:
-                continue
-            why = f"name matches {matched!r}"
-        found.append(PersonalField(name=f.name, why=why))
-    return tuple(found)
-
-
-# --------------------------------------------------------------------------
-# Counting without reading the tables
-
-
-def _on_postgres() -> bool:
-    return connection.vendor == "postgresql"
-
-
-def _table_estimates() -> dict[str, int | None]:
-    """PostgreSQL: the planner's row estimate of every table on the search path.
-
-    ``reltuples`` is -1 for a table never vacuumed nor analysed: unknown.
-    """
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT c.relname, c.reltuples FROM pg_class c "
-            "JOIN pg_namespace n ON n.oid = c.relnamespace "
-            "WHERE c.relkind IN ('r', 'p') AND n.nspname = ANY(current_schemas(false))"
-        )
-        return {name: (int(tuples) if tuples >= 0 else None) for name, tuples in cursor.fetchall()}
-
-
-def _exact_count(queryset: models.QuerySet[Any]) -> int | None:
-    try:
-        with transaction.atomic():
-            return queryset.count()
-    except DatabaseError:  # an unmanaged model without its table
-        return None
-
-
-def _planner_rows(queryset: models.QuerySet[Any]) -> int | None:
-    """PostgreSQL: how many rows the planner expects ``queryset`` to return."""
-    try:
-        with transaction.atomic():
-            plan = json.loads(queryset.explain(format="json"))
-    except (DatabaseError, ValueError):
-        return None
-    try:
-        return int(plan[0]["Plan"]["Plan Rows"])
-    except (IndexError, KeyError, TypeError, ValueError):
-        return None
-
-
-def _distinct_storages() -> list[str]:
-    """PostgreSQL: the stores records are in, one index probe each (a skip scan).
-
-    The unique index on (storage, object_key) leads with the store, so each
-    step asks it for the next store after the last: cheap however many
-    records there are.
-    """
-    table = connection.ops.quote_name(RetentionRecord._meta.db_table)
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"WITH RECURSIVE s(storage) AS ("  # noqa: S608 (a quoted table name)
-            f" (SELECT storage FROM {table} ORDER BY storage LIMIT 1)"
-            f" UNION ALL SELECT (SELECT storage FROM {table} WHERE storage > s.storage"
-            f" ORDER BY storage LIMIT 1) FROM s WHERE s.storage IS NOT NULL"
-            f") SELECT storage FROM s WHERE storage IS NOT NULL"
-        )
-        return [row[0] for row in cursor.fetchall()]
-
-
-# --------------------------------------------------------------------------
 # What governs a data class
 
 
@@ -384,8 +250,8 @@ def data_map(*, now: datetime) -> DataMap:
         for name in policies
         if (version := version_in_force(data_class=name)) is not None
     }
-    estimated = _on_postgres()
-    estimates = _table_estimates() if estimated else {}
+    estimated = on_postgres()
+    estimates = table_estimates() if estimated else {}
 
     entries = []
     for model in _all_models():
@@ -407,7 +273,7 @@ def data_map(*, now: datetime) -> DataMap:
         if estimated:
             rows = estimates.get(opts.db_table)
         else:
-            rows = _exact_count(model._base_manager.using(connection.alias).all())
+            rows = exact_count(model._base_manager.using(connection.alias).all())
         governance = tuple(
             _governance(row.data_class, policies, in_force, row)
             for row in sorted(rows_here, key=lambda r: r.data_class)
@@ -459,13 +325,13 @@ def _tracked(
         return
     live = RetentionRecord.objects.filter(data_class__in=names, deleted_at__isnull=True)
     if estimated:
-        storages = _distinct_storages()
+        storages = distinct_storages()
         for name in names:
             governance = _governance(name, policies, in_force)
             if not storages:
                 yield TrackedClass("", 0, False, governance)
             for storage in storages:
-                records = _planner_rows(
+                records = planner_rows(
                     RetentionRecord.objects.filter(
                         data_class=name, storage=storage, deleted_at__isnull=True
                     )
@@ -493,114 +359,6 @@ def _stores(in_use: Iterable[str]) -> Iterable[Store]:
     for alias in sorted(aliases):
         backend = str(configured.get(alias, {}).get("BACKEND", ""))
         yield Store(alias=alias, backend=backend, reconciliation=last.get(alias))
-
-
-# --------------------------------------------------------------------------
-# How people and machines read it
-
-
-def when_text(value: datetime | None) -> str:
-    """An instant as people read it: '2026-12-03 08:02 UTC'; '—' for none."""
-    if value is None:
-        return "—"
-    return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
-
-
-def rows_text(value: int | None, *, estimated: bool) -> str:
-    if value is None:
-        return "unknown"
-    return f"~{value}" if estimated else str(value)
-
-
-def period_text(governance: Governance) -> str:
-    if governance.retention_period is None:
-        return "—"
-    return format_duration(governance.retention_period)
-
-
-def _rfc3339(value: datetime | None) -> str | None:
-    return None if value is None else value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _governance_json(g: Governance) -> dict[str, Any]:
-    return {
-        "data_class": g.data_class,
-        "policy_version": g.version,
-        "retention_period": (
-            duration_iso_string(g.retention_period) if g.retention_period is not None else None
-        ),
-        "disposition": g.disposition,
-        "on_erasure": g.on_erasure,
-        "subject_field": g.subject_field,
-        "tenant_field": g.tenant_field,
-        "time_field": g.time_field,
-        "oldest_row_at": _rfc3339(g.oldest_row_at),
-        "last_run": (
-            None
-            if g.last_run is None
-            else {
-                "id": g.last_run.run_id,
-                "mode": g.last_run.mode,
-                "status": g.last_run.status,
-                "started_at": _rfc3339(g.last_run.started_at),
-                "finished_at": _rfc3339(g.last_run.finished_at),
-            }
-        ),
-        "note": g.note or None,
-    }
-
-
-def data_map_as_json(found: DataMap) -> dict[str, Any]:
-    """The map for machines (``--json``, the admin's JSON export)."""
-    return {
-        "generated_at": _rfc3339(found.generated_at),
-        "counts_are_estimates": found.estimated,
-        "statuses": found.counts,
-        "models": [
-            {
-                "model": e.label,
-                "table": e.table,
-                "status": e.status,
-                "reason": e.reason or None,
-                "note": e.note or None,
-                "personal_fields": [{"field": p.name, "why": p.why} for p in e.personal_fields],
-                "rows": e.rows,
-                "rows_estimated": e.rows_estimated,
-                "data_classes": [_governance_json(g) for g in e.governance],
-            }
-            for e in found.models
-        ],
-        "tracked_classes": [
-            {
-                **_governance_json(t.governance),
-                "storage": t.storage or None,
-                "records": t.records,
-                "records_estimated": t.records_estimated,
-            }
-            for t in found.tracked
-        ],
-        "stores": [
-            {
-                "storage": s.alias,
-                "backend": s.backend or None,
-                "last_reconciliation": (
-                    None
-                    if s.reconciliation is None
-                    else {
-                        "run_id": s.reconciliation.run_id,
-                        "finished_at": _rfc3339(s.reconciliation.finished_at),
-                        "dry_run": s.reconciliation.dry_run,
-                        "orphans": s.reconciliation.counts["orphans"],
-                    }
-                ),
-            }
-            for s in found.stores
-        ],
-        "ungoverned": [
-            {"model": e.label, "fields": [p.name for p in e.personal_fields]}
-            for e in found.ungoverned_personal
-        ],
-    }
 
 
 # --------------------------------------------------------------------------

@@ -8,7 +8,7 @@ import pytest
 from django.db import models
 from django.test.utils import isolate_apps
 
-from retention.selectors.datamap import personal_fields
+from retention.selectors.personal_fields import personal_fields
 
 
 class _AvatarField(models.ImageField):  # a host's own subclass

@@ -22,6 +22,8 @@ from retention.selectors.datamap import (
     Governance,
     ModelEntry,
     data_map,
+)
+from retention.selectors.datamap_export import (
     data_map_as_json,
     period_text,
     rows_text,

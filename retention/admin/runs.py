@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from datetime import datetime
 from typing import Any
 
 from django.contrib import admin, messages
@@ -27,6 +28,7 @@ from retention.admin.base import (
     report_refusal,
 )
 from retention.conf import settings
+from retention.engine.rules import run_rules
 from retention.models import (
     RUN_COUNT_FIELDS,
     DataClassMode,
@@ -37,6 +39,7 @@ from retention.models import (
     RunMode,
     RunStatus,
 )
+from retention.reporting import oldest_due
 from retention.rows.registry import row_class
 from retention.selectors.policies import version_in_force
 from retention.selectors.runs import dry_run_reviewable
@@ -169,7 +172,7 @@ class RunAdmin(CsvExportMixin[Run], ReadOnlyAdmin[Run]):
                     **wording,
                     "eligible": data.get("eligible", 0),
                     "held": data.get("held", 0),
-                    "oldest_eligible_at": _parse(data.get("oldest_eligible_at")),
+                    "oldest_eligible_at": _oldest_due(run, name, data, wording["rows"]),
                     "cutoff": _parse(data.get("cutoff")),
                     "mode": policy.mode if policy else None,
                     "enforced": policy is not None and policy.mode == DataClassMode.ENFORCE,
@@ -198,6 +201,7 @@ class RunAdmin(CsvExportMixin[Run], ReadOnlyAdmin[Run]):
             "can_disable": can_disable,
             "summary_verb": _summary_verb(sections),
             "summary_noun": _summary_noun(sections, run.eligible),
+            "oldest_due": oldest_due(run),
         }
         return TemplateResponse(request, "admin/retention/run/report.html", context)
 
@@ -294,6 +298,19 @@ def _wording(name: str, data: dict[str, Any], policy: Policy | None) -> dict[str
         "does": "redacts" if redact else "deletes",
         "has_tenants": not rows or bool(getattr(row_class(name), "tenant_field", None)),
     }
+
+
+def _oldest_due(run: Run, name: str, data: dict[str, Any], rows: bool) -> object:
+    """When the class's oldest eligible item came due: a row cut by its age is
+    due its period after its date (the run's own figures: start − margin − cutoff)."""
+    oldest = _parse(data.get("oldest_eligible_at"))
+    rules = run_rules(run).get(name)
+    row = row_class(name)
+    if not rows or not isinstance(oldest, datetime) or rules is None or rules.row_cutoff is None:
+        return oldest
+    if row is None or row.by_expiry:
+        return oldest
+    return oldest + (run.started_at - rules.safety_margin - rules.row_cutoff)
 
 
 def _summary_noun(sections: list[dict[str, Any]], count: int) -> str:

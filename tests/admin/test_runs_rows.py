@@ -73,6 +73,11 @@ def test_report__a_row_class_per_tenant_and_a_sample_by_row_digest(row_classes, 
     assert "No sample." not in logs
     # The oldest due of globex: 50 days old, kept 30: due 20 days before now.
     assert (now - timedelta(days=20)).isoformat()[:16] in logs
+    # The class's oldest due is that deadline too, not the row's own date.
+    due = f"{now - timedelta(days=20):%Y-%m-%d %H:%M} UTC"
+    assert f"oldest due {due};" in logs
+    # The run's oldest due is the redacting class's: closed 60 days ago, kept 30.
+    assert f"(oldest due {now - timedelta(days=30):%Y-%m-%d %H:%M} UTC)" in html
     for row in row_classes["logs"]:
         digest = key_digest(f"rowhost.RequestLog:{row.pk}")
         assert f"<td><code>{digest}</code></td><td>{row.pk}</td>" in logs

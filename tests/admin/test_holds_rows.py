@@ -115,3 +115,21 @@ def test_holds_list__shows_the_rows_each_hold_protects(logs, approver, bob_clien
     assert "0 records now" not in row_page
     assert "1 row now" in row_page
     assert tenant.pk and whole.pk
+
+
+def test_release__the_confirmation_counts_the_rows_it_protects(logs, approver, bob_client, now):
+    tenant = api.place_hold(reason="case", placed_by=approver, tenant_id="acme", now=now)
+    row = api.place_hold(reason="DSAR", placed_by=approver, subject=logs["globex"][0], now=now)
+
+    with freeze_time(now):
+        tenant_page = bob_client.get(
+            reverse("admin:retention_legalhold_release", args=[tenant.pk])
+        ).content.decode()
+        row_page = bob_client.get(
+            reverse("admin:retention_legalhold_release", args=[row.pk])
+        ).content.decode()
+
+    assert "and <strong>5</strong> rows of database rows, <strong>3</strong> of them past" in (
+        tenant_page
+    )
+    assert "It protects <strong>1</strong> row now, past its deadline." in row_page

@@ -305,6 +305,11 @@ class Dashboard:
     def tripped_classes(self) -> list[ClassHealth]:
         return [c for c in self.classes if c.breaker is not None]
 
+    @property
+    def has_rows(self) -> bool:
+        """A class of database rows is shown (its past backlog is not kept: see the chart)."""
+        return any(c.kind == "rows" for c in self.classes)
+
 
 def _row_class_health(policy: Policy, row: RowClass, *, now: datetime) -> ClassHealth:
     """A class of model rows: its rows past its own cutoff, held by the one hold rule."""

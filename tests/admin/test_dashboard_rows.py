@@ -79,3 +79,4 @@ def test_dashboard__row_classes_count_their_backlog_and_held_rows(
     assert by_name["logs.request"].overdue == timedelta(days=11)
     html = response.content.decode()
     assert "4 rows" in html
+    assert "the line counts tracked records only" in html

@@ -14,6 +14,7 @@ from typing import Any, cast
 from django.db import models, router
 from django.db.models import Exists, Min, OuterRef
 from django.db.models.deletion import Collector, ProtectedError, RestrictedError
+from django.db.models.functions import Cast
 
 from retention.engine.row_redact import row_mark
 from retention.engine.row_select import after_cursor, instant, rows_due
@@ -32,11 +33,17 @@ def rows_pending(row: RowClass, rules: ClassRules, run: Run) -> models.QuerySet[
     due = rows_due(row, rules, run)
     if rules.disposition != Disposition.REDACT:
         return due
-    skipped = RowSkip.objects.filter(data_class=row.data_class).values_list("subject_pk", flat=True)
+    listed = RowSkip.objects.filter(data_class=row.data_class)
     pk_field = row.model._meta.pk
-    return due.filter(after_cursor(row, row_mark(row))) | due.filter(
-        pk__in=[pk_field.to_python(s) for s in skipped]
-    )
+    skipped: Any
+    if isinstance(pk_field, models.IntegerField):
+        # A subquery: a class with a million held rows lists a million skips.
+        skipped = listed.annotate(
+            listed_pk=Cast("subject_pk", output_field=models.BigIntegerField())
+        ).values("listed_pk")
+    else:
+        skipped = [pk_field.to_python(s) for s in listed.values_list("subject_pk", flat=True)]
+    return due.filter(after_cursor(row, row_mark(row))) | due.filter(pk__in=skipped)
 
 
 def _protected_q(row: RowClass) -> Any:

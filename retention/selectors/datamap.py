@@ -319,7 +319,8 @@ def _tracked(
     Elsewhere one grouped ``COUNT``. On PostgreSQL, the stores in use come
     from a skip scan and each (class, store) figure is the planner's: with
     one store (the usual case) the class's estimate is the store's; with
-    several, the planner splits it by the stores' shares.
+    several, the planner splits it by the stores' shares. A class with no
+    record waiting for its deadline shows 0, exactly.
     """
     if not names:
         return
@@ -328,8 +329,12 @@ def _tracked(
         storages = distinct_storages()
         for name in names:
             governance = _governance(name, policies, in_force)
-            if not storages:
+            # The planner never estimates 0: a class with no record in the
+            # claim index (retention_record_due, one probe) has none to show.
+            due = live.filter(data_class=name, retryable=True)
+            if not storages or not due.exists():
                 yield TrackedClass("", 0, False, governance)
+                continue
             for storage in storages:
                 records = planner_rows(
                     RetentionRecord.objects.filter(

@@ -251,3 +251,20 @@ def test_datamap__the_example_project_is_clean_under_strict(tmp_path):
     assert result.returncode == 0, result.stderr
     assert "Strict: no model with personal-looking fields is ungoverned." in result.stdout
     assert "auth.User (0 rows): " in result.stdout  # exempt, with the project's reason
+
+
+@pytest.mark.postgres
+def test_datamap__on_postgresql_a_tracked_class_without_records_shows_an_exact_zero(
+    make_policy, now
+):
+    make_policy("idv.photo", timedelta(days=30))
+    make_policy("pod.scan", timedelta(days=90))
+    for _ in range(3):
+        put_tracked(data_class="idv.photo", now=now)
+    _analyze("retention_retentionrecord")
+
+    tracked = {t["data_class"]: t for t in json.loads(_call("--json"))["tracked_classes"]}
+
+    assert (tracked["pod.scan"]["records"], tracked["pod.scan"]["records_estimated"]) == (0, False)
+    assert tracked["idv.photo"]["records"] == 3
+    assert tracked["idv.photo"]["records_estimated"] is True

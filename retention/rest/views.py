@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any, NoReturn
 
+from drf_spectacular.views import SpectacularAPIView
 from rest_framework.exceptions import NotAcceptable
 from rest_framework.negotiation import DefaultContentNegotiation
 from rest_framework.parsers import JSONParser
@@ -90,3 +91,25 @@ class ControlPlaneApiView(RetentionApiView):
 
     authentication_classes = [SignedRequestAuthentication]
     permission_classes = [IsControlPlane]
+
+
+class SchemaApiView(SpectacularAPIView):
+    """drf-spectacular's schema view, refusing a bad query string as the API does:
+    JSON 400 ``too_many_parameters``, not a 500 (DEBUG) or Django's HTML 400.
+    Mount it instead of ``SpectacularAPIView``."""
+
+    def get_exception_handler(self) -> Callable[[Exception, dict[str, Any]], Any]:
+        return exception_handler
+
+    def raise_uncaught_exception(self, exc: Exception) -> NoReturn:
+        if not hasattr(self.request, "accepted_renderer"):
+            self.request.accepted_renderer = JSONRenderer()
+            self.request.accepted_media_type = JSONRenderer.media_type
+        super().raise_uncaught_exception(exc)
+
+    def finalize_response(self, request: Any, response: Any, *args: Any, **kwargs: Any) -> Any:
+        # An error is JSON whatever schema format was asked for.
+        if getattr(response, "exception", False):
+            request.accepted_renderer = JSONRenderer()
+            request.accepted_media_type = JSONRenderer.media_type
+        return super().finalize_response(request, response, *args, **kwargs)

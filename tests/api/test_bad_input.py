@@ -101,6 +101,22 @@ def test_bad_input__more_than_1000_query_parameters_is_no_500_even_with_debug_on
     assert_error(response, 400, "too_many_parameters")
 
 
+@pytest.mark.parametrize("debug", [False, True])
+def test_bad_input__more_than_1000_query_parameters_on_the_schema_is_a_json_400(
+    client, settings, debug
+):
+    settings.DEBUG = debug
+
+    response = client.get(f"/api/v1/schema/?{TOO_MANY_PARAMS}")
+
+    assert_error(response, 400, "too_many_parameters")
+
+
+def test_bad_input__the_schema_is_still_served_in_each_format(client):
+    assert client.get("/api/v1/schema/?format=json").json()["openapi"].startswith("3.")
+    assert client.get("/api/v1/schema/").content.startswith(b"openapi: 3.")
+
+
 # -- cursors ----------------------------------------------------------------
 
 

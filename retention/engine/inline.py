@@ -33,6 +33,7 @@ from retention.engine.outage import (
     db_retry,
     liveness_drop,
     liveness_take,
+    on_reconnect,
     page_token,
 )
 from retention.engine.overlap import Overlap
@@ -62,10 +63,12 @@ def run_execute(
     if run.status != RunStatus.RUNNING:
         return run
     stepper = Stepper(run=run, clock=clock, monotonic=monotonic, max_seconds=max_seconds)
-    retry = partial(db_retry, reconnected=partial(liveness_take, run))
+    retake = partial(liveness_take, run)
+    retry = partial(db_retry, reconnected=retake)
     try:
         if run.mode == RunMode.ENFORCE:
-            retry(partial(liveness_take, run), what="start")
+            retry(retake, what="start")
+            on_reconnect(retake)
         return _execute(stepper, progress=progress, disposer=disposer, sleep=sleep, retry=retry)
     except BaseException as exc:
         down = as_unavailable(exc)
@@ -93,6 +96,7 @@ def run_execute(
             )
         raise
     finally:
+        on_reconnect(None)
         liveness_drop(run)
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
 import uuid
 import zlib
@@ -108,7 +109,25 @@ def db_retry(
             logger.warning("database connection back (%s); the run goes on", what)
             if reconnected is not None:
                 reconnected()
+            # A new session: the run working on this thread takes its liveness lock back.
+            hook = _on_reconnect.get(threading.get_ident())
+            if hook is not None and hook is not reconnected:
+                hook()
         return result
+
+
+# What a thread's run does once its connection is back (``liveness_take``),
+# whichever of its steps found the connection lost. Django's connections
+# are per thread, and so is this.
+_on_reconnect: dict[int, Callable[[], object]] = {}
+
+
+def on_reconnect(hook: Callable[[], object] | None) -> None:
+    """Set (None: clear) what this thread's run does once a lost connection is back."""
+    if hook is None:
+        _on_reconnect.pop(threading.get_ident(), None)
+    else:
+        _on_reconnect[threading.get_ident()] = hook
 
 
 def as_unavailable(exc: BaseException) -> DatabaseUnavailable | None:

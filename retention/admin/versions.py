@@ -34,6 +34,7 @@ from retention.models import PolicyVersion, PolicyVersionStatus
 from retention.rows.cascade import cascade_of
 from retention.rows.registry import row_class
 from retention.selectors import admin as selectors
+from retention.selectors.impact import impact_preview
 from retention.selectors.policies import version_in_force, version_or_latest
 from retention.services import governance
 from retention.services.policies import APPROVE_PERMISSION, RETIRE_PERMISSION
@@ -356,7 +357,7 @@ class PolicyVersionAdmin(admin.ModelAdmin[PolicyVersion]):
                 "title": f"Review {version.policy.data_class} v{version.number}",
                 "opts": self.opts,
                 "original": version,
-                "preview": selectors.impact_preview(version, now=timezone.now()),
+                "preview": impact_preview(version, now=timezone.now()),
             }
         )
         return TemplateResponse(request, "admin/retention/policyversion/review.html", context)

@@ -8,7 +8,8 @@ import pytest
 
 from retention import services
 from retention.models import RecordState, RetentionRecord
-from retention.selectors.admin import held_q, impact_preview
+from retention.selectors.holds import held_q
+from retention.selectors.impact import impact_preview
 from tests.helpers import put_tracked
 
 pytestmark = pytest.mark.django_db

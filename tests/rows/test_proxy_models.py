@@ -77,9 +77,7 @@ def test_proxy__dry_run_counts_only_the_rows_its_manager_returns(q_tasks: Any, n
     assert set(Task.objects.values_list("id", flat=True)) == q_tasks["all"]
 
 
-def test_proxy__two_classes_on_one_table_never_touch_each_others_rows(
-    q_tasks: Any, now: datetime
-):
+def test_proxy__two_classes_on_one_table_never_touch_each_others_rows(q_tasks: Any, now: datetime):
     success = _run(now, "tasks.q_success")
 
     assert success.deleted == 7

@@ -19,6 +19,7 @@ from django.db.models import Exists, OuterRef
 from django_q.models import Schedule
 
 from retention.conf import settings
+from retention.engine.outage import runs_abandon_orphaned
 from retention.engine.publish import Publish, dispatcher_publish, run_enqueue, run_resume_arm
 from retention.engine.queued import batches_in_flight, run_advance
 from retention.exceptions import RunRefused
@@ -92,7 +93,11 @@ def runs_resume_stalled(*, now: datetime, publish: Publish | None = None) -> lis
     watchdog advances it: claims and publishes again, or closes it. A run
     whose arm task has not run within RETENTION_DISPATCHER_LEASE_SECONDS gets
     a new one.
+
+    It also closes, once the database is back, an inline run whose process
+    stopped when the database went away (``outage.runs_abandon_orphaned``).
     """
+    runs_abandon_orphaned(now)
     live = batches_in_flight(now).filter(run=OuterRef("pk"))
     return [
         run

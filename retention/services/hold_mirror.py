@@ -29,8 +29,8 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from django.db.models import QuerySet
-from django.utils import timezone
 
+from retention.clock import db_now
 from retention.conf import settings
 from retention.models import LegalHold, ObjectLockStatus, RecordState, RetentionRecord
 from retention.pacing import UnlimitedGate
@@ -120,7 +120,7 @@ def hold_mirror_start(*, hold: LegalHold, release: bool, publish: Publish | None
         object_lock_error="",
         object_lock_after=0,
         object_lock_failed=0,
-        object_lock_moved_at=timezone.now(),
+        object_lock_moved_at=db_now(),
     )
     try:
         if total <= SYNC_LIMIT:
@@ -168,7 +168,7 @@ def hold_mirror_batch(*, step: MirrorStep) -> MirrorStep | None:
     fields: dict[str, Any] = {
         "object_lock_done": done,
         "object_lock_failed": failed,
-        "object_lock_moved_at": timezone.now(),
+        "object_lock_moved_at": db_now(),
     }
     if rows:
         fields["object_lock_after"] = rows[-1][0]

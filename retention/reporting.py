@@ -72,11 +72,11 @@ def _due(run: RunModel, name: str, oldest: datetime | None) -> datetime | None:
 
 
 def oldest_due(run: RunModel) -> datetime | None:
-    """The earliest deadline among the run's eligible items, when the run says which.
+    """The earliest deadline among the run's eligible items.
 
-    A dry run records each class's oldest; an enforcing run records one
-    oldest over all its classes, a deadline unless a class cut by age is in
-    it: then it is known only for a run of that one class.
+    A dry run records each class's oldest (a class of rows cut by age, its
+    oldest row's date); the run's own ``oldest_eligible_at`` is a deadline
+    for every class.
     """
     per_class = run.report.get("per_data_class", {}) if isinstance(run.report, dict) else {}
     if per_class:
@@ -86,12 +86,7 @@ def oldest_due(run: RunModel) -> datetime | None:
         ]
         known = [due for due in dues if due is not None]
         return min(known) if known else None
-    aged = [name for name in run.data_classes if _age_period(run, name) is not None]
-    if not aged:
-        return run.oldest_eligible_at
-    if len(run.data_classes) == 1:
-        return _due(run, aged[0], run.oldest_eligible_at)
-    return None
+    return run.oldest_eligible_at
 
 
 def _cutoff_line(run: RunModel, name: str) -> str:
@@ -106,6 +101,32 @@ def _cutoff_line(run: RunModel, name: str) -> str:
         f"    {name}: rows whose {row.time_field} is {cutoff} or earlier "
         f"(kept {format_duration(period)})"
     )
+
+
+def _would_header(run: RunModel, per_class: dict[str, Any]) -> str:
+    """ "Would delete 2 row(s) and redact 3 row(s)": what a dry run found, each in its unit."""
+    delete = {"records": 0, "rows": 0}
+    redact = 0
+    for name, data in per_class.items():
+        eligible = int(data.get("eligible") or 0)
+        if data.get("kind") == "rows" and data.get("disposition") == "redact":
+            redact += eligible
+        else:
+            delete[_unit(run, name)] += eligible
+    # Classes a run measured without a per-class figure count as records, as before.
+    delete["records"] += max(run.eligible - redact - sum(delete.values()), 0)
+    parts = [f"{n} expired {unit[:-1]}(s)" for unit, n in delete.items() if n]
+    header = "Would delete " + (" and ".join(parts) or "0 expired item(s)")
+    return header + (f" and redact {redact} row(s)" if redact else "")
+
+
+def _kept_unit(run: RunModel) -> str:
+    units = {_unit(run, name) for name in run.data_classes}
+    if units == {"rows"}:
+        return "row(s) are"
+    if units == {"records"}:
+        return "record(s) are"
+    return "record(s) or row(s) are"
 
 
 def run_as_json(run: RunModel) -> dict[str, Any]:
@@ -150,17 +171,9 @@ def summary_lines(run: RunModel) -> list[str]:
     oldest = human(oldest_due(run))
     if run.mode == RunMode.DRY_RUN:
         per_class = run.report.get("per_data_class", {})
-        # Eligible rows of redacting classes are counted in run.eligible too.
-        redact = sum(
-            int(data.get("eligible") or 0)
-            for data in per_class.values()
-            if data.get("kind") == "rows" and data.get("disposition") == "redact"
-        )
-        redacting = f" and redact {redact} row(s)" if redact else ""
         lines.append(
-            f"  Would delete {run.eligible - redact} expired record(s){redacting} (oldest "
-            f"due {oldest}); {run.skipped_held} expired record(s) or row(s) are under legal "
-            "hold and would be kept."
+            f"  {_would_header(run, per_class)} (oldest due {oldest}); {run.skipped_held} "
+            f"expired {_kept_unit(run)} under legal hold would be kept."
         )
         for name, data in sorted(per_class.items()):
             note = (

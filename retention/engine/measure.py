@@ -54,7 +54,7 @@ def run_measure(run: Run) -> Measured:
     for name, figures in rows.items():
         eligible[name] = eligible.get(name, 0) + figures["eligible"]
         held += figures["held"]
-        at = parse_datetime(figures["oldest_eligible_at"] or "")
+        at = parse_datetime(figures["oldest_due_at"] or "")
         if at is not None and (oldest is None or at < oldest):
             oldest = at
     Run.objects.filter(pk=run.pk).update(

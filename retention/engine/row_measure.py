@@ -9,6 +9,7 @@ says how many rows that covered.
 from __future__ import annotations
 
 from collections import Counter
+from datetime import timedelta
 from typing import Any, cast
 
 from django.db import models, router
@@ -57,6 +58,13 @@ def _protected_q(row: RowClass) -> Any:
     return q
 
 
+def _age_period(row: RowClass, rules: ClassRules, run: Run) -> timedelta:
+    """The period a class cut by its rows' age keeps them (zero for a class with deadlines)."""
+    if row.by_expiry or rules.row_cutoff is None:
+        return timedelta(0)
+    return run.started_at - rules.safety_margin - rules.row_cutoff
+
+
 def row_class_measure(row: RowClass, rules: ClassRules, run: Run) -> dict[str, Any]:
     """Eligible, held and protected rows of one class, with the oldest eligible time."""
     pending = rows_pending(row, rules, run)
@@ -79,6 +87,13 @@ def row_class_measure(row: RowClass, rules: ClassRules, run: Run) -> dict[str, A
         "protected": protected,
         "oldest_eligible_at": (
             instant(figures["oldest"]).isoformat() if figures["oldest"] else None
+        ),
+        # When that row came due: its date plus the period for a class cut by
+        # age (a run's oldest eligible is a deadline, as a record's expires_at).
+        "oldest_due_at": (
+            (instant(figures["oldest"]) + _age_period(row, rules, run)).isoformat()
+            if figures["oldest"]
+            else None
         ),
         # What a delete would take: the rows no hold and no PROTECT keeps.
         "_free": free if protected_q is None else free.exclude(protected_q),

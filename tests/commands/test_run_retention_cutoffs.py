@@ -80,8 +80,22 @@ def test_json__oldest_due_of_an_enforcing_run_of_a_class_cut_by_age_is_its_deadl
 
     assert data["counts"]["deleted"] == 2
     assert data["cutoffs"] == {"logs.request": "2026-02-12T10:00:00Z"}
-    assert data["oldest_eligible_at"] == "2026-01-28T12:00:00Z"  # the row's own date
-    assert data["oldest_due_at"] == "2026-02-27T12:00:00Z"  # that date + 30 days
+    # A deadline, as a record's expires_at: the row's own date (01-28) + 30 days.
+    assert data["oldest_eligible_at"] == "2026-02-27T12:00:00Z"
+    assert data["oldest_due_at"] == "2026-02-27T12:00:00Z"
+
+
+def test_json__oldest_due_of_an_enforcing_run_over_several_kinds_of_class_is_known(
+    classes: None, now: datetime
+):
+    run = _run(now, "logs.request", "ops.shipments", "idv.photo")
+
+    data = run_as_json(run)
+
+    assert data["counts"]["deleted"] == 4
+    # The rows cut by age came due first (02-27); the record on 03-04, the shipment on 03-11.
+    assert data["oldest_eligible_at"] == "2026-02-27T12:00:00Z"
+    assert data["oldest_due_at"] == "2026-02-27T12:00:00Z"
 
 
 def test_summary__a_dry_run_shows_each_cutoff_rows_and_the_oldest_due(classes: None, now: datetime):

@@ -332,7 +332,8 @@ def test_rows__a_dry_run_header_counts_redactions_apart_from_deletions(
 
     assert run.eligible == 5
     header = next(line for line in summary_lines(run) if "Would delete" in line)
-    assert header.startswith("  Would delete 2 expired record(s) and redact 3 row(s) (oldest")
+    # Rows are called rows (issue 25): the two log rows are not "records".
+    assert header.startswith("  Would delete 2 expired row(s) and redact 3 row(s) (oldest")
 
 
 def test_rows__a_queued_run_deletes_them_page_by_page_and_a_redelivery_does_nothing_twice(
@@ -486,10 +487,12 @@ def test_rows__a_date_columns_day_is_due_from_its_midnight(
     dry = run_execute(run=run_start(mode="dry_run", data_classes=["daily.totals"], now=now))
     run = _enforce(now, "daily.totals")
 
+    # The run's oldest eligible is a deadline (issue 25): the oldest day's
+    # midnight in TIME_ZONE, plus the period.
     assert (dry.status, dry.eligible, dry.oldest_eligible_at) == (
         "finished",
         len(taken),
-        min(midnight),
+        min(midnight) + timedelta(days=30),
     )
     assert (run.status, run.deleted) == ("finished", len(taken))
     assert DailyTotal.objects.filter(pk=edge.pk).exists() == (len(taken) == 5)

@@ -148,8 +148,22 @@ class RunDetailApi(ControlPlaneApiView):
         data_classes = serializers.ListField(child=serializers.CharField())
         tenant_id = serializers.CharField(allow_null=True)
         cutoff = serializers.CharField()
+        cutoffs = serializers.DictField(
+            child=serializers.CharField(),
+            help_text="Each data class's own cutoff: its records' or rows' column is "
+            "compared with it (a class of rows cut by age: their own date).",
+        )
+        units = serializers.DictField(
+            child=serializers.CharField(), help_text="`records` or `rows`, per data class."
+        )
         counts = serializers.DictField(child=serializers.IntegerField())
+        retried = serializers.IntegerField(
+            help_text="Transient failures put back for a retry (an unreachable store)."
+        )
         oldest_eligible_at = serializers.CharField(allow_null=True)
+        oldest_due_at = serializers.CharField(
+            allow_null=True, help_text="The earliest deadline among the run's eligible items."
+        )
         started_at = serializers.CharField()
         finished_at = serializers.CharField(allow_null=True)
         batches = serializers.DictField(

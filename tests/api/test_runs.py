@@ -368,6 +368,11 @@ def test_run_detail__signed_answers_status_counts_and_batches(client, make_polic
     assert body["counts"]["deleted"] == 1 and body["counts"]["eligible"] == 1
     assert body["finished_at"] is not None
     assert body["batches"] == dict.fromkeys(BatchState.values, 0)
+    # The same run object as run_retention --json: each class's cutoff, its unit, retried.
+    assert body["cutoffs"] == {"idv.photo": body["cutoff"]}
+    assert body["units"] == {"idv.photo": "records"}
+    assert (body["retried"], body["oldest_due_at"]) == (0, body["oldest_eligible_at"])
+    assert body["oldest_due_at"] is not None
 
 
 def test_run_detail__unsigned_or_badly_signed_is_refused_and_unknown_is_404(client, make_policy):

@@ -9,15 +9,11 @@ they end up in the audit trail, and keys may carry personal data.
 from __future__ import annotations
 
 import itertools
-import logging
-import threading
-import time
 from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import boto3
-from botocore.config import Config
 from botocore.exceptions import (
     BotoCoreError,
     ClientError,
@@ -43,6 +39,7 @@ from .s3_errors import (
     key_error_outcome,
     scrub,
 )
+from .s3_outage import EndpointOutage, client_config
 
 if TYPE_CHECKING:
     from storages.backends.s3 import S3Storage
@@ -52,8 +49,6 @@ if TYPE_CHECKING:
         ErrorTypeDef,
         ObjectIdentifierTypeDef,
     )
-
-logger = logging.getLogger("retention.storage")
 
 MAX_CHUNK_SIZE = 1000
 
@@ -76,25 +71,6 @@ class _Target:
     key: str
     s3_key: str
     version_id: str | None = None
-
-
-def client_config(
-    *,
-    connect_timeout: float = 5.0,
-    read_timeout: float = 30.0,
-    max_attempts: int = 3,
-) -> Config:
-    """Timeouts and bounded retries; the engine does its own backoff on top.
-
-    ``max_attempts`` counts every attempt, the first included (1 = no retry).
-    It is passed as botocore's ``total_max_attempts``: botocore's own
-    ``max_attempts`` counts retries only and would allow one attempt more.
-    """
-    return Config(
-        connect_timeout=connect_timeout,
-        read_timeout=read_timeout,
-        retries={"mode": "standard", "total_max_attempts": max_attempts},
-    )
 
 
 class S3Adapter:
@@ -120,10 +96,7 @@ class S3Adapter:
         self.chunk_size = chunk_size
         # S3Storage stores name N under "<location>/N"; records hold N.
         self.prefix = prefix.strip("/")
-        # An endpoint that stopped answering: since when (monotonic), and
-        # how many keys went without an answer meanwhile.
-        self._outage_lock = threading.Lock()
-        self._outage: tuple[float, int] | None = None
+        self.outage = EndpointOutage(alias)
 
     @classmethod
     def from_storage(
@@ -348,7 +321,7 @@ class S3Adapter:
             for target in chunk:
                 yield target, failure
             return
-        self._answered()
+        self.outage.answered()
 
         pending: dict[str, dict[str | None, _Target]] = {}
         for target in chunk:
@@ -388,39 +361,6 @@ class S3Adapter:
             for unanswered in versions.values():
                 yield unanswered, NO_ANSWER
 
-    def _unanswered(self, exc: Exception, keys: int) -> None:
-        """One WARNING when the endpoint stops answering; then only a count."""
-        with self._outage_lock:
-            if self._outage is None:
-                self._outage = (time.monotonic(), keys)
-                logger.warning(
-                    "storage %r: the S3 endpoint does not answer (%s); its deletes are "
-                    "retried with backoff until it does",
-                    self.alias,
-                    type(exc).__name__,
-                    extra={"storage": self.alias},
-                )
-            else:
-                self._outage = (self._outage[0], self._outage[1] + keys)
-
-    def _answered(self) -> None:
-        """One WARNING when an endpoint that had stopped answering answers again."""
-        if self._outage is None:
-            return
-        with self._outage_lock:
-            if self._outage is None:
-                return
-            since, keys = self._outage
-            self._outage = None
-        logger.warning(
-            "storage %r: the S3 endpoint answers again after %.0f s; %d deletes went "
-            "without an answer meanwhile and are retried",
-            self.alias,
-            time.monotonic() - since,
-            keys,
-            extra={"storage": self.alias, "unanswered": keys},
-        )
-
     def _request_failure(self, exc: Exception, *, keys: int = 1) -> Failure:
         """Classify an error that failed a whole request."""
         if isinstance(exc, ClientError):
@@ -436,7 +376,7 @@ class S3Adapter:
         # The text of these errors contains the request URL, which for a HEAD
         # or a listing contains the key, so only the type is reported.
         if isinstance(exc, NETWORK_ERRORS):
-            self._unanswered(exc, keys)
+            self.outage.unanswered(exc, keys)
             return Failure(Outcome.TRANSIENT, f"{type(exc).__name__}: no answer from the endpoint")
         return Failure(Outcome.PERMANENT, type(exc).__name__)
 

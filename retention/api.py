@@ -17,6 +17,8 @@ from django.utils import timezone
 
 from retention import services
 from retention.clock import db_now
+from retention.conf import settings
+from retention.engine.rules import run_rules
 from retention.exceptions import (
     EnforcementNotAllowed,
     FourEyesViolation,
@@ -39,10 +41,13 @@ from retention.models import (
     Policy,
     PolicyVersion,
     RetentionRecord,
+    Run,
 )
 from retention.rows import registry
 from retention.rows.registry import Evidence, RowClass, Scope
 from retention.selectors import holds as selectors
+from retention.selectors.explain import RetentionExplanation, record_retention_explain
+from retention.selectors.holds import RowHolds, held_rows
 
 __all__ = [
     "EnforcementNotAllowed",
@@ -59,18 +64,26 @@ __all__ = [
     "RunRefused",
     "UnknownDataClass",
     "approve_policy_version",
+    "RetentionExplanation",
+    "RowClass",
+    "RowHolds",
     "breaker_release",
     "disable_enforcement",
+    "explain_retention",
     "enable_enforcement",
     "holds",
     "pause",
     "place_hold",
+    "policy_version_in_force",
     "propose_policy_version",
     "register_model",
     "registered",
+    "registration",
     "release_hold",
     "renew",
     "resume",
+    "row_holds",
+    "run_row_cutoff",
     "submit_policy_version",
     "track",
 ]
@@ -263,3 +276,49 @@ def breaker_release(
 ) -> BreakerTrip:
     """Let a class the volume breaker holds dispose of its backlog in its next full sweep."""
     return services.breaker_release(data_class=data_class, by=by, reason=reason, now=_now(now))
+
+
+def policy_version_in_force(data_class: str) -> PolicyVersion:
+    """The approved version that governs ``data_class`` now.
+
+    Raises ``UnknownDataClass`` (no policy) or ``NoApprovedPolicy`` (none
+    approved), as ``track`` would: ask it before writing anything.
+    """
+    return services.policy_version_in_force(data_class=data_class)
+
+
+def explain_retention(
+    *, tenant_id: str, record_id: int, now: datetime | None = None
+) -> RetentionExplanation:
+    """Why one of the tenant's records is kept (or when it went), for a person.
+
+    ``RetentionRecord.DoesNotExist`` for another tenant's record. The
+    explanation measures lag against ``RETENTION_LAG_PROMISE``.
+    """
+    return record_retention_explain(
+        tenant_id=tenant_id, record_id=record_id, now=_now(now), promise=settings.LAG_PROMISE
+    )
+
+
+def registration(data_class: str) -> RowClass | None:
+    """How ``register_model`` governs a class of model rows; None for tracked objects."""
+    return registry.row_class(data_class)
+
+
+def row_holds(data_class: str) -> RowHolds:
+    """What the holds in force protect of a class of model rows: ``covers(pk, tenant_id)``.
+
+    ``LookupError`` when ``data_class`` is not a registered model.
+    """
+    row = registry.row_class_required(data_class)
+    return held_rows(data_class, label=row.label, tenant_field=row.tenant_field)
+
+
+def run_row_cutoff(run: Run, data_class: str) -> datetime | None:
+    """The cutoff a run fixed for a class of model rows when it started.
+
+    Rows at or before it were due in that run. None when the run did not
+    cover the class, or the class is not model rows cut by age.
+    """
+    rules = run_rules(run).get(data_class)
+    return rules.row_cutoff if rules is not None else None

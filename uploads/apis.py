@@ -19,13 +19,11 @@ from rest_framework.parsers import MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from retention.conf import settings as retention_settings
+from retention import api
 from retention.models import RecordState, data_class_validator
 from retention.rest.apis import PolicyRefSerializer
 from retention.rest.schema import error_responses
 from retention.rest.views import TenantApiView
-from retention.selectors.explain import record_retention_explain
-from retention.services.policies import policy_version_in_force
 from uploads.selectors import upload_get
 from uploads.services import upload_create
 from uploads.validators import (
@@ -87,7 +85,7 @@ class UploadCreateApi(TenantApiView):
         data.is_valid(raise_exception=True)
         data_class = data.validated_data["data_class"]
         file = data.validated_data["file"]
-        policy_version_in_force(data_class=data_class)
+        api.policy_version_in_force(data_class)
         content_type = upload_content_type(data_class=data_class, file=file)
         upload = upload_create(
             tenant_id=self.tenant_id,
@@ -134,11 +132,8 @@ class UploadRetentionApi(TenantApiView):
     )
     def get(self, request: Request, id: str) -> Response:
         upload = upload_get(tenant_id=self.tenant_id, upload_id=id)
-        explanation = record_retention_explain(
-            tenant_id=self.tenant_id,
-            record_id=upload.retention_record_id,
-            now=timezone.now(),
-            promise=retention_settings.LAG_PROMISE,
+        explanation = api.explain_retention(
+            tenant_id=self.tenant_id, record_id=upload.retention_record_id, now=timezone.now()
         )
         data = {
             **asdict(explanation),

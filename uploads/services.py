@@ -21,7 +21,6 @@ from django.core.files.storage import storages
 from django.db import transaction
 
 from retention import api
-from retention.services.policies import policy_version_in_force
 from uploads.models import Upload
 
 logger = logging.getLogger("uploads")
@@ -53,7 +52,7 @@ def upload_create(
     content_type: str = "",
 ) -> Upload:
     # Refuse before writing anything when no policy would govern the object.
-    policy_version_in_force(data_class=data_class)
+    api.policy_version_in_force(data_class)
     backend = storages[storage]
     key = upload_key(tenant_id=tenant_id, data_class=data_class, name=file.name or "file")
     saved_key = backend.save(key, file)

@@ -18,7 +18,7 @@ import filetype
 from django.conf import settings
 from django.core.files.uploadhandler import FileUploadHandler, SkipFile
 
-from retention.exceptions import RetentionError
+from retention.api import RetentionError
 
 DEFAULT_MAX_BYTES = 20 * 1024 * 1024
 SNIFF_BYTES = 8192

@@ -20,6 +20,7 @@ from django.db.models import F, Q
 
 from retention import counters
 from retention.conf import settings
+from retention.engine.ledger import run_counts_sql
 from retention.engine.rules import class_cutoff, run_scope
 from retention.models import (
     Policy,
@@ -29,6 +30,8 @@ from retention.models import (
     RetentionRecord,
     Run,
 )
+from retention.selectors.holds import held_record_ids
+from retention.services.evidence import events_append
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,7 +217,9 @@ def records_claim(
     the claim is the re-check too. It selects under row locks only rows that
     are expired and unheld against the holds as they are now — what the
     re-check would verify — and marks them as being disposed of in the same
-    write, sparing each row a second update and the page a transaction.
+    write, sparing each row a second update and the page a transaction. A
+    second look in the same transaction gives back rows under a hold
+    committed while the claim statement ran (``_held_given_back``).
 
     ``after``: the ``(expires_at, id)`` of the last row the caller's previous
     page took; the walk starts there instead of at the oldest due row, past
@@ -241,6 +246,8 @@ def records_claim(
         marks: dict[str, Any] = {"disposal_started_at": now} if start_disposal else {}
         move = _claim_returning if connection.vendor == "postgresql" else _claim_portable
         earlier, rows = move(candidates, token, lease_until, marks)
+        if start_disposal and rows:
+            rows = _held_given_back(run, token, rows, earlier, now)
         if rows:
             Run.objects.filter(pk=run.pk).update(claimed=F("claimed") + len(rows))
             counters.count_on_commit(data_class, {"claimed": len(rows)})
@@ -253,6 +260,46 @@ def records_claim(
         lease_seconds=lease_seconds,
         rechecked=start_disposal,
     )
+
+
+def _held_given_back(
+    run: Run,
+    token: uuid.UUID,
+    rows: list[dict[str, Any]],
+    earlier: dict[int, Any],
+    now: datetime,
+) -> list[dict[str, Any]]:
+    """The claimed rows no hold covers; those it does go back, before any delete.
+
+    The claim's ``NOT EXISTS`` over holds reads its statement's snapshot: on
+    READ COMMITTED a hold committed while the statement walked the index is
+    not seen by it, though the row it locked already carries the hold's
+    version bump. This new statement sees every hold committed so far, and
+    a hold committing from now on waits for these row locks (its version
+    bump), so any hold it misses truly came after the re-check.
+
+    A row past an earlier attempt's re-check may have lost its object
+    already: it stays ``deleting`` with its lease lapsed, for the store to
+    decide (``page.stranded_settle``), as a dead claimer's row would.
+    """
+    held = held_record_ids(row["id"] for row in rows)
+    if not held:
+        return rows
+    # The re-check's own give-back (page imports this module, hence here).
+    from retention.engine.page import held_give_back
+
+    fresh = [row for row in rows if row["id"] in held and earlier[row["id"]] is None]
+    tried = [row["id"] for row in rows if row["id"] in held and earlier[row["id"]] is not None]
+    if tried:
+        RetentionRecord.objects.filter(id__any_of=tried, lease_owner=token).update(
+            lease_expires_at=now, attempts=F("attempts") - 1
+        )
+    items = [claimed_item(row, probe=False) for row in fresh]
+    events, counts = held_give_back(run.pk, token, items, now, undo_claim=True)
+    events_append(events, run_id=run.pk, now=now, also=run_counts_sql(run.pk, counts))
+    if counts:
+        counters.count_on_commit(rows[0]["data_class"], counts)
+    return [row for row in rows if row["id"] not in held]
 
 
 def _claimable(run: Run, data_class: str, cutoff: datetime, now: datetime) -> RecordQuerySet:

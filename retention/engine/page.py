@@ -10,11 +10,15 @@ and the run's counts in one transaction. Every step is safe to repeat.
 
 from __future__ import annotations
 
+import uuid
+from collections import Counter
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from functools import partial
+from typing import Any
 
 from django.db import transaction
+from django.db.models import F
 
 from retention import counters
 from retention.conf import settings
@@ -54,7 +58,8 @@ def recheck(
         held = held_record_ids(by_id)
         proceed: list[ClaimedItem] = []
         settle: list[ClaimedItem] = []
-        release_held: list[int] = []
+        release: list[int] = []
+        give_back: list[ClaimedItem] = []
         events: list[NewEvent] = []
 
         def skip(item: ClaimedItem, outcome: str, reason: str) -> None:
@@ -86,21 +91,25 @@ def recheck(
                 settle.append(item)
                 continue
             if record_id in held:
-                release_held.append(record_id)
-                skip(item, EventOutcome.SKIPPED_HELD, "legal hold applies")
+                give_back.append(item)
                 continue
             assert row is not None  # "ours" implies the row was found
             if row["expires_at"] > claim.cutoff:
-                release_held.append(record_id)
+                release.append(record_id)
                 skip(item, EventOutcome.SKIPPED_RENEWED, "no longer expired")
                 continue
             # A version bump without a renewal is a hold change; holds were
             # checked just above, against the database as it is now.
             proceed.append(item)
-        if release_held:
-            RetentionRecord.objects.filter(id__any_of=release_held, lease_owner=claim.token).update(
+        if release:
+            RetentionRecord.objects.filter(id__any_of=release, lease_owner=claim.token).update(
                 state=RecordState.ACTIVE, lease_owner=None, lease_expires_at=None
             )
+        held_events, held_counts = held_give_back(
+            claim.run_id, claim.token, give_back, now, undo_claim=False
+        )
+        events.extend(held_events)
+        result.counts.update(held_counts)
         if proceed:
             RetentionRecord.objects.filter(
                 id__any_of=[i.record_id for i in proceed], lease_owner=claim.token
@@ -118,6 +127,43 @@ def recheck(
         if result.counts:
             counters.count_on_commit(claim.items[0].data_class, result.counts)
     return proceed, result, settle
+
+
+def held_give_back(
+    run_id: uuid.UUID,
+    token: uuid.UUID,
+    items: Sequence[ClaimedItem],
+    now: datetime,
+    *,
+    undo_claim: bool,
+) -> tuple[list[NewEvent], Counter[str]]:
+    """Give claimed rows a hold covers back to ``active``: their held skips and count.
+
+    In the caller's transaction, under the rows' locks, before anything is
+    deleted: the re-check's, and the inline claim's own second look
+    (``records_claim(start_disposal=True)``), which ``undo_claim``s them: the
+    attempt it counted and its disposal mark go too. The caller records the
+    events with the run's counts.
+    """
+    if not items:
+        return [], Counter()
+    undo: dict[str, Any] = (
+        {"attempts": F("attempts") - 1, "disposal_started_at": None} if undo_claim else {}
+    )
+    RetentionRecord.objects.filter(
+        id__any_of=[item.record_id for item in items], lease_owner=token
+    ).update(state=RecordState.ACTIVE, lease_owner=None, lease_expires_at=None, **undo)
+    events = [
+        event_for(
+            item,
+            run_id=run_id,
+            outcome=EventOutcome.SKIPPED_HELD,
+            now=now,
+            reason="legal hold applies",
+        )
+        for item in items
+    ]
+    return events, Counter({EventOutcome.SKIPPED_HELD.value: len(items)})
 
 
 def claim_dispose(

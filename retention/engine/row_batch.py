@@ -6,6 +6,10 @@ one class follow each other, each from where the last one ended (the cursor
 in the run's report), and a batch delivered twice finds the page it did
 already gone from the due rows.
 
+Each batch first checks the class's registration against the version the
+run works by (``rules.registration_recheck``): the worker may run newer
+code than the process that started the run.
+
 Locks are taken in the order every page's events take them: the chain head,
 then the run's row (``events_append`` with the page's counts), never the run
 first: a page of tracked objects finalizing beside it locks the head, then
@@ -26,7 +30,7 @@ from retention.conf import settings
 from retention.engine.row_held import held_rows_record
 from retention.engine.row_select import RowCursor
 from retention.engine.rows import rows_page
-from retention.engine.rules import run_rules
+from retention.engine.rules import registration_recheck, run_rules
 from retention.engine.stepping import Stepper
 from retention.models import Run, RunBatch, RunStatus
 from retention.rows.registry import row_class_required
@@ -51,6 +55,10 @@ def rows_batch(run: Run, batch: RunBatch, now: datetime) -> bool:
         )
         if current.status != RunStatus.RUNNING or stepper.stop(now) is not None:
             return False  # closed, paused or past its deadline: the advance ends it
+        if registration_recheck(current, rules):
+            # This worker's code no longer registers the class as its version
+            # approved (a deploy since the run started): nothing more of it.
+            return False
         size = stepper.page_size(rules)
         before = current.report if isinstance(current.report, dict) else {}
         kept = before.get("row_cursors") or {}

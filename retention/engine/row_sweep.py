@@ -32,7 +32,7 @@ from retention.engine.row_held import held_rows_record
 from retention.engine.row_plain import plain_delete
 from retention.engine.row_select import RowCursor, RowPage
 from retention.engine.rows import rows_page
-from retention.engine.rules import ClassRules
+from retention.engine.rules import ClassRules, registration_recheck, rules_version
 from retention.engine.stepping import Clock
 from retention.models import Disposition, Policy, Run
 from retention.rows.registry import row_class, row_class_required
@@ -78,9 +78,22 @@ class RowSweep:
         self.done = Policy.objects.filter(data_class=data_class).exclude(review_reason="").exists()
         # A page stopped the class for review: its held rows are not recorded either.
         self.stopped = False
+        # The version the run works by, read once: each check of the
+        # registration against it is then a few compilations, no query.
+        self.version = rules_version(rules)
 
     def next_page(self, size: int, now: datetime) -> RowPage:
         """The engine thread's next page, with the second lane's pages finished meanwhile."""
+        if self._drifted():
+            # Nothing more of the class in this run; what the second lane
+            # finished before is counted, its held rows are not recorded.
+            self.main.done = self.stopped = True
+            self.halt.set()
+            page = RowPage()
+            while self.thread is not None:
+                self._collect(page, wait=True)
+            self.done = True
+            return page
         if self.thread is None and not self.main.started and self._overlaps():
             self.thread = threading.Thread(
                 target=self._second_lane, args=(size,), name="retention-rows", daemon=True
@@ -155,7 +168,7 @@ class RowSweep:
         """
         try:
             while not (self.halt.is_set() or self.second.done or kill_switch_paused()):
-                if not self._plain():
+                if not self._plain() or self._drifted():
                     break
                 page = self._page(self.second, size, self.clock())
                 self.finished.put(page)
@@ -182,6 +195,11 @@ class RowSweep:
         if page.stopped or page.seen < size:
             lane.done = True
         return page
+
+    def _drifted(self) -> bool:
+        """Whether the code's registration of the class no longer matches the version the
+        run works by (then recorded in the run: ``rules.registration_recheck``)."""
+        return bool(registration_recheck(self.run, self.rules, version=self.version))
 
     def _overlaps(self) -> bool:
         """Whether the second lane may run (asked once, before the class's first page)."""

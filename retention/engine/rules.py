@@ -13,11 +13,19 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from django.db import transaction
 from django.db.models import Q
 from django.utils.dateparse import parse_datetime
 
 from retention.conf import settings
-from retention.models import Disposition, Policy, RecordQuerySet, RetentionRecord, Run
+from retention.models import (
+    Disposition,
+    Policy,
+    PolicyVersion,
+    RecordQuerySet,
+    RetentionRecord,
+    Run,
+)
 from retention.rows.registry import row_class
 from retention.selectors.policies import version_governing
 from retention.selectors.version_changes import registration_drift
@@ -128,6 +136,64 @@ def run_rules(run: Run) -> dict[str, ClassRules]:
     """Each class's rules as the run recorded them when it started."""
     stored = _stored_rules(run)
     return {name: ClassRules.from_json(name, stored.get(name)) for name in run.data_classes}
+
+
+def rules_version(rules: ClassRules) -> PolicyVersion | None:
+    """The version a run of the class works by (with its policy), as its rules name it."""
+    if rules.version_id is None:
+        return None
+    return PolicyVersion.objects.select_related("policy").filter(pk=rules.version_id).first()
+
+
+def registration_recheck(
+    run: Run, rules: ClassRules, *, version: PolicyVersion | None = None
+) -> str:
+    """Why the class disposes of nothing more in this run ("" while its code matches).
+
+    Asked again when each group of a class's pages starts (a queued batch,
+    an inline sweep starting or resuming, its second lane): the run's rules
+    were fixed at its start, but its later pages may run under another
+    deploy's code. The version compared is the one the run works by (its
+    rules), not one approved since. A drift found is stored in the run's
+    report as the start's check stores it (``registration_changed`` in the
+    class's rules), so the executors take no more page of the class and the
+    run says why. ``version``: the rules' version, already read (a sweep
+    keeps it, so a check costs no query).
+    """
+    if rules.registration_changed:
+        return rules.registration_changed
+    version = version or rules_version(rules)
+    if version is None:
+        return ""
+    drift = registration_drift(version)
+    if drift is None:
+        return ""
+    registration_changed_record(run, rules.data_class, drift.reason)
+    return drift.reason
+
+
+def registration_changed_record(run: Run, data_class: str, reason: str) -> None:
+    """Store why the class disposes of nothing more, in the run's rules of the class."""
+    with transaction.atomic():
+        locked = Run.objects.select_for_update().get(pk=run.pk)
+        report = dict(locked.report) if isinstance(locked.report, dict) else {}
+        stored = dict(report.get("rules") or {})
+        entry = dict(stored.get(data_class) or {})
+        if entry.get("registration_changed"):
+            run.report = report
+            return
+        entry["registration_changed"] = reason
+        stored[data_class] = entry
+        report["rules"] = stored
+        Run.objects.filter(pk=run.pk).update(report=report)
+    run.report = report
+    logger.warning(
+        "data class %s: no more rows are disposed of in run %s: %s",
+        data_class,
+        run.pk,
+        reason,
+        extra={"run_id": str(run.pk)},
+    )
 
 
 def class_cutoff(run: Run, data_class: str) -> datetime:

@@ -127,3 +127,48 @@ def test_row_files__a_renewal_while_the_object_is_deleted_is_refused(shipped, no
     assert not storages["default"].exists(tracked.object_key)
     tracked.refresh_from_db()
     assert tracked.state == "deleted"
+
+
+def test_row_files__a_record_changed_since_the_re_check_is_left_as_it_is(
+    shipped, now, monkeypatch, caplog
+):
+    from django.db.models import F
+
+    tracked, _row = shipped
+    _while_deleting(
+        monkeypatch,
+        lambda: RetentionRecord.objects.filter(pk=tracked.pk).update(
+            row_version=F("row_version") + 1
+        ),
+    )
+
+    run = _enforce(now)
+
+    tracked.refresh_from_db()
+    assert tracked.state == "active"
+    # Its object is gone: the next claimer asks the store before anything else.
+    assert tracked.disposal_started_at is not None
+    assert not DeletionEvent.objects.filter(record=tracked).exists()
+    assert "changed since their re-check" in caplog.text
+    assert tracked.object_key not in caplog.text
+    assert run.deleted == 1  # the row
+
+
+def test_row_files__a_record_whose_object_stayed_is_given_back_and_can_be_renewed(
+    shipped, now, monkeypatch
+):
+    tracked, row = shipped
+
+    def unreachable() -> None:
+        raise OSError("store unreachable")
+
+    _while_deleting(monkeypatch, unreachable)
+
+    _enforce(now)
+
+    assert storages["default"].exists(tracked.object_key)
+    assert list(Shipment.objects.values_list("pk", flat=True)) == [row.pk]
+    tracked.refresh_from_db()
+    assert (tracked.state, tracked.disposal_started_at) == ("active", None)
+    renewed = api.renew(tracked, now=now)
+    assert renewed.renewed_at == now

@@ -19,6 +19,7 @@ class RetentionConfig(AppConfig):
         from retention import (
             checks,  # noqa: F401  (registers the system checks)
             datamap_checks,  # noqa: F401  (and the data map's)
+            retired,  # noqa: F401  (and the one naming settings no longer read)
         )
         from retention.anchoring import checks as anchor_checks  # noqa: F401  (and anchoring's)
         from retention.rows import checks as row_checks  # noqa: F401  (and those of model rows)

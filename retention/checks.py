@@ -329,7 +329,6 @@ def check_queued_runs(**kwargs: Any) -> list[CheckMessage]:
     for name, minimum in (
         ("MAX_BATCHES_IN_FLIGHT", 1),
         ("DISPATCHER_LEASE_SECONDS", 1),
-        ("DISPATCH_POLL_SECONDS", 0.01),
     ):
         try:
             value = getattr(settings, name)

@@ -95,11 +95,6 @@ class RetentionSettings:
         return float(self._get("DISPATCHER_LEASE_SECONDS", 60))
 
     @property
-    def DISPATCH_POLL_SECONDS(self) -> float:
-        """Unused: queued runs have no waiting dispatcher. Kept so settings naming it stay valid."""
-        return float(self._get("DISPATCH_POLL_SECONDS", 0.5))
-
-    @property
     def DRY_RUN_MAX_AGE(self) -> timedelta:
         value = self._get("DRY_RUN_MAX_AGE", timedelta(days=7))
         return value if isinstance(value, timedelta) else timedelta(seconds=float(value))

@@ -23,7 +23,7 @@ def test_check_queued_runs__the_defaults_pass():
         ("RETENTION_SCHEDULE_CRON", "61 2 * * *", "not a valid cron"),
         ("RETENTION_MAX_BATCHES_IN_FLIGHT", 0, "at least 1"),
         ("RETENTION_DISPATCHER_LEASE_SECONDS", 0, "at least 1"),
-        ("RETENTION_DISPATCH_POLL_SECONDS", "soon", "cannot be read"),
+        ("RETENTION_DISPATCHER_LEASE_SECONDS", "soon", "cannot be read"),
     ],
 )
 def test_check_e014__unusable_queued_run_settings(settings, name, value, expected):

@@ -28,12 +28,10 @@ from retention.engine.events import ClaimOutcome, held_skips_record
 from retention.engine.ledger import run_columns, run_finish
 from retention.engine.measure import dry_run_report, retry_next_due, run_measure
 from retention.engine.outage import (
+    Liveness,
     as_unavailable,
     connection_lost,
     db_retry,
-    liveness_drop,
-    liveness_take,
-    on_reconnect,
     page_token,
 )
 from retention.engine.overlap import Overlap
@@ -63,13 +61,13 @@ def run_execute(
     if run.status != RunStatus.RUNNING:
         return run
     stepper = Stepper(run=run, clock=clock, monotonic=monotonic, max_seconds=max_seconds)
-    retake = partial(liveness_take, run)
-    retry = partial(db_retry, reconnected=retake)
+    liveness = Liveness(run)
     try:
         if run.mode == RunMode.ENFORCE:
-            retry(retake, what="start")
-            on_reconnect(retake)
-        return _execute(stepper, progress=progress, disposer=disposer, sleep=sleep, retry=retry)
+            liveness.start()
+        return _execute(
+            stepper, progress=progress, disposer=disposer, sleep=sleep, liveness=liveness
+        )
     except BaseException as exc:
         down = as_unavailable(exc)
         if down is not None:
@@ -96,8 +94,7 @@ def run_execute(
             )
         raise
     finally:
-        on_reconnect(None)
-        liveness_drop(run)
+        liveness.close()
 
 
 def _execute(
@@ -106,6 +103,7 @@ def _execute(
     progress: ProgressFn | None,
     disposer: Disposer | None,
     sleep: Callable[[float], None],
+    liveness: Liveness,
     retry: Callable[..., Any] = db_retry,
 ) -> Run:
     run, clock = stepper.run, stepper.clock
@@ -142,7 +140,9 @@ def _execute(
     try:
         while True:
             try:
-                stop = _sweep(stepper, disposer or ObjectDisposer(), overlap, page_done, sleep)
+                stop = _sweep(
+                    stepper, disposer or ObjectDisposer(), overlap, page_done, sleep, liveness
+                )
                 break
             except (OperationalError, InterfaceError) as exc:
                 if not connection_lost(exc):
@@ -177,6 +177,7 @@ def _sweep(
     overlap: Overlap,
     page_done: Callable[[Claim | None, ClaimOutcome], None],
     sleep: Callable[[float], None],
+    liveness: Liveness,
 ) -> Stop | None:
     """Claim and dispose page after page; return why it stopped (None: nothing left)."""
     run, clock = stepper.run, stepper.clock
@@ -204,6 +205,9 @@ def _sweep(
                 if stop is not None:
                     overlap.settle()
                     return stop
+                # No page without the run's liveness lock: a run that cannot
+                # hold it may be closed, and its class swept, by another.
+                liveness.check()
                 if name in row_sweeps:
                     sweep = row_sweeps[name]
                     if sweep.done or size <= 0:

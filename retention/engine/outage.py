@@ -9,10 +9,13 @@ idempotency key records nothing twice). Past that the run stops with
 ``DatabaseUnavailable``, whose message is the one line the command prints.
 
 An inline run on PostgreSQL also holds a session advisory lock while it
-works: its connection's liveness. When its process stops (the database was
-away too long, a kill), the lock goes with its session, and the next
-trigger closes the run at once as ``abandoned`` instead of waiting for its
-lease to lapse (``runs_abandon_orphaned``).
+works: its process's liveness, kept by a thread of its own (``Liveness``).
+When its process stops (the database was away too long, a kill), the lock
+goes with its session, and the next trigger closes the run as ``abandoned``
+within seconds instead of waiting for its lease to lapse
+(``runs_abandon_orphaned``). A live process takes its lock back within
+``LIVENESS_GRACE_SECONDS`` of the database answering again; one that cannot
+(its old session still holds it) stops before its next page.
 """
 
 from __future__ import annotations
@@ -23,11 +26,18 @@ import threading
 import time
 import uuid
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import TypeVar
 
-from django.db import DatabaseError, InterfaceError, OperationalError, connection, transaction
+from django.db import (
+    DatabaseError,
+    InterfaceError,
+    OperationalError,
+    connection,
+    connections,
+    transaction,
+)
 
 from retention.conf import settings
 from retention.models import (
@@ -52,6 +62,17 @@ ORPHANED_REASON = (
     "database unavailable: the run's process lost its database connection and stopped; "
     "closed when the database was back"
 )
+
+
+# How long a run's lock must stay free before the run is closed: well past
+# what a live process's liveness thread needs to take it back (it tries
+# every ``_KEEP_EVERY`` seconds).
+LIVENESS_GRACE_SECONDS = 3.0
+_KEEP_EVERY = 0.5
+
+
+class LivenessLost(Exception):
+    """The run could not hold its liveness lock: it must not go on deleting."""
 
 
 class DatabaseUnavailable(Exception):
@@ -80,7 +101,7 @@ def db_retry(
 
     Only outside a transaction: inside one, the caller's own transaction is
     what must be done again, so the error goes up to it. ``reconnected`` runs
-    once the database answers again (the run takes its liveness lock back).
+    once the database answers again.
     """
     deadline: float | None = None
     delay = 0.25
@@ -109,25 +130,7 @@ def db_retry(
             logger.warning("database connection back (%s); the run goes on", what)
             if reconnected is not None:
                 reconnected()
-            # A new session: the run working on this thread takes its liveness lock back.
-            hook = _on_reconnect.get(threading.get_ident())
-            if hook is not None and hook is not reconnected:
-                hook()
         return result
-
-
-# What a thread's run does once its connection is back (``liveness_take``),
-# whichever of its steps found the connection lost. Django's connections
-# are per thread, and so is this.
-_on_reconnect: dict[int, Callable[[], object]] = {}
-
-
-def on_reconnect(hook: Callable[[], object] | None) -> None:
-    """Set (None: clear) what this thread's run does once a lost connection is back."""
-    if hook is None:
-        _on_reconnect.pop(threading.get_ident(), None)
-    else:
-        _on_reconnect[threading.get_ident()] = hook
 
 
 def as_unavailable(exc: BaseException) -> DatabaseUnavailable | None:
@@ -187,6 +190,94 @@ def liveness_take(run: Run) -> bool:
     return bool(taken)
 
 
+class Liveness:
+    """An inline run's liveness lock, held by a thread on a connection of its own.
+
+    The run's own connection may sit in a page's storage call for a minute,
+    or be lost without the run knowing yet: this thread's looks at its
+    session every ``_KEEP_EVERY`` seconds and, once that session is gone (a
+    database restart, a network blip), takes the lock back on a new one as
+    soon as the database answers, whatever the run is doing. When it cannot
+    for ``RETENTION_DATABASE_RETRY_SECONDS`` (the database stays away, the
+    old session still holds the lock) or the run was closed meanwhile, the
+    run is told (``check``) and stops before its next page.
+    """
+
+    def __init__(self, run: Run) -> None:
+        self.run = run
+        self.lost: str | None = None
+        self._ready = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        """Take the lock (PostgreSQL); raise ``LivenessLost`` when it cannot be taken."""
+        if connection.vendor != "postgresql":
+            return
+        self._thread = threading.Thread(
+            target=self._keep, name=f"retention-liveness-{self.run.pk}", daemon=True
+        )
+        self._thread.start()
+        self._ready.wait()
+        self.check()
+
+    def check(self) -> None:
+        """Raise ``LivenessLost`` once the lock could not be kept: no page after that."""
+        if self.lost is not None:
+            raise LivenessLost(self.lost)
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+
+    def _keep(self) -> None:
+        holding = False
+        deadline: float | None = None
+        try:
+            while True:
+                try:
+                    if holding:
+                        _ping()
+                    else:
+                        if not liveness_take(self.run):
+                            raise LivenessLost("its lock is held by another session")
+                        holding = True
+                        # Taken back: another trigger may have closed the run
+                        # while this process could not answer for it.
+                        closed = (
+                            self._ready.is_set()
+                            and not Run.objects.filter(
+                                pk=self.run.pk, status=RunStatus.RUNNING
+                            ).exists()
+                        )
+                        if closed:
+                            self.lost = "liveness lost: the run was closed meanwhile"
+                            return
+                    deadline = None
+                    self._ready.set()
+                except Exception as exc:
+                    holding = False
+                    _close_quietly()
+                    if deadline is None:
+                        deadline = time.monotonic() + settings.DATABASE_RETRY_SECONDS
+                    if time.monotonic() >= deadline:
+                        self.lost = f"liveness lock could not be held: {_one_line(exc)}"
+                        return
+                if self._stop.wait(_KEEP_EVERY):
+                    return
+        finally:
+            self._ready.set()
+            if holding:
+                liveness_drop(self.run)
+            connections.close_all()
+
+
+def _ping() -> None:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1")
+
+
 def liveness_drop(run: Run) -> None:
     if connection.vendor != "postgresql":
         return
@@ -201,34 +292,37 @@ def liveness_drop(run: Run) -> None:
 
 
 def runs_abandon_orphaned(now: datetime) -> int:
-    """Close inline runs whose process is gone, at once: their liveness lock is free.
+    """Close inline runs whose process is gone: their liveness lock stays free.
 
     Only runs that took the lock (``report["liveness"]``), on PostgreSQL; any
-    other run waits for its lease to lapse, as before. A process that comes
-    back later finds its run closed and its lease gone, and stops.
+    other run waits for its lease to lapse, as before. A lock seen free is
+    looked at again ``LIVENESS_GRACE_SECONDS`` later, unless the run's lease
+    lapsed already: a live process whose session was lost (a restart, a
+    network blip) has taken it back by then, and its run is left alone. A
+    process that comes back later finds its run closed and its lease gone,
+    and stops.
     """
     if connection.vendor != "postgresql":
         return 0
-    candidates = dict(
-        Run.objects.filter(
-            status=RunStatus.RUNNING,
-            mode=RunMode.ENFORCE,
-            executor=RunExecutor.INLINE,
-            report__has_key=LIVENESS_KEY,
-        ).values_list("pk", "lease_owner")
+    running = Run.objects.filter(
+        status=RunStatus.RUNNING,
+        mode=RunMode.ENFORCE,
+        executor=RunExecutor.INLINE,
+        report__has_key=LIVENESS_KEY,
     )
+    candidates = dict(running.values_list("pk", "lease_owner"))
     if not candidates:
         return 0
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT objid::bigint FROM pg_locks WHERE locktype = 'advisory' AND granted "
-            "AND classid = %s AND objsubid = 2",
-            [_LOCK_NAMESPACE],
-        )
-        alive = {(row[0] if row[0] < (1 << 31) else row[0] - (1 << 32)) for row in cursor}
+    free = _lock_free(candidates)
+    lapsed = set(
+        running.filter(pk__in=free, lease_expires_at__lte=now).values_list("pk", flat=True)
+    )
+    if free - lapsed:
+        time.sleep(LIVENESS_GRACE_SECONDS)
+        free = lapsed | _lock_free(free)
     closed = 0
     for run_id, lease_owner in candidates.items():
-        if _lock_key(run_id) in alive:
+        if run_id not in free:
             continue
         with transaction.atomic():
             done = Run.objects.filter(pk=run_id, status=RunStatus.RUNNING).update(
@@ -252,3 +346,15 @@ def runs_abandon_orphaned(now: datetime) -> int:
                 extra={"run_id": str(run_id)},
             )
     return closed
+
+
+def _lock_free(run_ids: Iterable[uuid.UUID]) -> set[uuid.UUID]:
+    """Of these runs, those whose liveness lock no session holds now."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT objid::bigint FROM pg_locks WHERE locktype = 'advisory' AND granted "
+            "AND classid = %s AND objsubid = 2",
+            [_LOCK_NAMESPACE],
+        )
+        alive = {(row[0] if row[0] < (1 << 31) else row[0] - (1 << 32)) for row in cursor}
+    return {run_id for run_id in run_ids if _lock_key(run_id) not in alive}

@@ -55,7 +55,7 @@ from retention.engine.page import Clock, claim_dispose
 from retention.engine.publish import Publish
 from retention.engine.queued import Guard, batch_release, foreground_guard, run_advance
 from retention.engine.row_batch import rows_batch
-from retention.engine.rules import class_cutoff, run_rules
+from retention.engine.rules import class_cutoff, rules_version, run_rules
 from retention.engine.stepping import Stepper
 from retention.models import BatchState, RecordState, RetentionRecord, Run, RunBatch, RunStatus
 from retention.pacing import gate_for
@@ -122,9 +122,11 @@ def batch_dispose(
     deadline = monotonic() + settings.BATCH_SECONDS
     goes_on = partial(_goes_on, deadline, guard, clock, monotonic)
     if rules.row_cutoff is not None and row_class(batch.data_class) is not None:
+        # Read once for the delivery: each page checks the registration against it.
+        version = rules_version(rules)
         while batch.state == BatchState.QUEUED:
             gate.acquire(max(rules.batch_size, 1))
-            if not rows_batch(run, batch, clock()) or not goes_on():
+            if not rows_batch(run, batch, clock(), version=version) or not goes_on():
                 break
         return _close(token, run, clock, publish, guard, outcome)
     disposer = disposer or ObjectDisposer()

@@ -32,13 +32,18 @@ from retention.engine.row_select import RowCursor
 from retention.engine.rows import rows_page
 from retention.engine.rules import registration_recheck, run_rules
 from retention.engine.stepping import Stepper
-from retention.models import Run, RunBatch, RunStatus
+from retention.models import PolicyVersion, Run, RunBatch, RunStatus
 from retention.rows.registry import row_class_required
 from retention.services.evidence import chain_head_lock
 
 
-def rows_batch(run: Run, batch: RunBatch, now: datetime) -> bool:
-    """Dispose of the class's next page; return whether the class has more."""
+def rows_batch(
+    run: Run, batch: RunBatch, now: datetime, *, version: PolicyVersion | None = None
+) -> bool:
+    """Dispose of the class's next page; return whether the class has more.
+
+    ``version``: the one the run works by for the class, if the caller read it.
+    """
     row = row_class_required(batch.data_class)
     with transaction.atomic():
         # A second delivery of this batch waits here for the first to commit.
@@ -55,7 +60,7 @@ def rows_batch(run: Run, batch: RunBatch, now: datetime) -> bool:
         )
         if current.status != RunStatus.RUNNING or stepper.stop(now) is not None:
             return False  # closed, paused or past its deadline: the advance ends it
-        if registration_recheck(current, rules):
+        if registration_recheck(current, rules, version=version):
             # This worker's code no longer registers the class as its version
             # approved (a deploy since the run started): nothing more of it.
             return False

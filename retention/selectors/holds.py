@@ -16,8 +16,10 @@ from functools import reduce
 from operator import or_
 from typing import Any, TypeVar
 
+from django.apps import apps
+from django.core.exceptions import FieldDoesNotExist, ValidationError
 from django.db import connection
-from django.db.models import OuterRef, Q, QuerySet, Subquery
+from django.db.models import Exists, Field, OuterRef, Q, QuerySet, Subquery
 
 from retention.models import LegalHold, RecordState, RetentionRecord
 
@@ -104,7 +106,8 @@ def _first_holds(records: Any) -> dict[int, int]:
 
 
 # A hold over rows as ``RowHolds`` keeps it: its id, its kind ("class",
-# "tenant", "row") and what it names (the tenant id, the row's pk, or "").
+# "tenant", "row") and what it names (the tenant id, the row's pk, or ""), as
+# the field reads it (``held_rows``).
 RowHold = tuple[int, str, str]
 
 
@@ -114,12 +117,17 @@ class RowHolds:
 
     ``holds`` lists them oldest first (placed, then id): a row under several
     holds is kept by, and its evidence names, the first (``first_hold``).
+    ``read``: the ids of every hold that could touch the class when these were
+    read; ``unheld`` refuses any page its statement would take while another
+    one is active (``placed_since``).
     """
 
     whole_class: bool
     tenants: frozenset[str]
     pks: frozenset[str]
     holds: tuple[RowHold, ...] = ()
+    data_class: str = ""
+    read: frozenset[int] = frozenset()
 
     @property
     def empty(self) -> bool:
@@ -127,11 +135,7 @@ class RowHolds:
         return not (self.whole_class or self.pks or self.tenants)
 
     def covers(self, pk: object, tenant_id: object) -> bool:
-        return (
-            self.whole_class
-            or str(pk) in self.pks
-            or (tenant_id is not None and str(tenant_id) in self.tenants)
-        )
+        return self.first_hold(pk, tenant_id) is not None
 
     def split(self, rows: Sequence[RowT]) -> tuple[list[RowT], list[RowT]]:
         """(held, free) of a page's ``(pk, time, tenant)`` rows, each in page order."""
@@ -144,7 +148,11 @@ class RowHolds:
         return held, free
 
     def first_hold(self, pk: object, tenant_id: object) -> int | None:
-        """The id of the oldest hold covering the row ``(pk, tenant_id)``; None if none does."""
+        """The id of the oldest hold covering the row ``(pk, tenant_id)``; None if none does.
+
+        ``pk`` and ``tenant_id`` as the ORM reads them from the row: their
+        text is the text ``held_rows`` made of the holds' values.
+        """
         for hold_id, kind, value in self.holds:
             if (
                 kind == "class"
@@ -155,11 +163,29 @@ class RowHolds:
         return None
 
     def unheld(self, qs: QuerySet[Any], tenant_field: str | None) -> QuerySet[Any]:
-        """``qs`` (rows of the class) without the rows a hold covers."""
+        """``qs`` (rows of the class) without the rows a hold covers, as the holds are
+        when its statement starts.
+
+        The holds read are excluded by value; should any other hold that can
+        touch the class be active when the statement starts (placed since
+        they were read), the statement takes no row at all. A caller finding
+        nothing asks ``placed_since`` and reads the holds again
+        (``retention.engine.row_select.unheld_read``).
+        """
         if self.whole_class:
             return qs.none()
+        if self.data_class:
+            qs = qs.filter(~Exists(self._others()))
         held = self.q(tenant_field)
         return qs if held is None else qs.exclude(held)
+
+    def placed_since(self) -> bool:
+        """Whether a hold that can touch the class is active now that was not read here."""
+        return bool(self.data_class) and self._others().exists()
+
+    def _others(self) -> QuerySet[LegalHold]:
+        others = LegalHold.objects.rows_covering(self.data_class)
+        return others.exclude(pk__in=sorted(self.read)) if self.read else others
 
     def q(self, tenant_field: str | None) -> Q | None:
         """A filter over the class's rows matching the held ones; None when none is held."""
@@ -179,11 +205,17 @@ def held_rows(data_class: str, *, label: str, tenant_field: str | None) -> RowHo
     A hold scoped to a tenant covers the rows whose ``tenant_field`` is that
     tenant (a class without one has no tenants to hold); a hold on one row
     covers it by model and primary key; a data-class hold covers them all.
+    A hold's row or tenant is read as its field reads a value (``to_python``:
+    "07" is row 7, an upper-case UUID is that UUID), so that the filter the
+    database applies (``q``) and the texts compared here (``first_hold``)
+    agree; a value the field cannot take names no row of the class.
     """
     whole = False
     tenants: set[str] = set()
     pks: set[str] = set()
     order: list[RowHold] = []
+    read: set[int] = set()
+    pk_field, tenant = _row_fields(label, tenant_field)
     # Asked before every page: the query is built once per class (building
     # it cost three times what running it does), then only run.
     sql, params = _rows_covering_sql(data_class)
@@ -191,18 +223,57 @@ def held_rows(data_class: str, *, label: str, tenant_field: str | None) -> RowHo
         cursor.execute(sql, params)
         holds = cursor.fetchall()
     for hold_id, subject_pk, subject_type, tenant_id, hold_class in holds:
+        read.add(hold_id)
         if subject_pk is not None:
-            if subject_type == label:
-                pks.add(subject_pk)
-                order.append((hold_id, "row", subject_pk))
+            if subject_type == label and (pk := _as_read(pk_field, subject_pk)) is not None:
+                pks.add(pk)
+                order.append((hold_id, "row", pk))
         elif tenant_id:
-            if tenant_field:
-                tenants.add(tenant_id)
-                order.append((hold_id, "tenant", tenant_id))
+            if tenant is not None and (value := _as_read(tenant, tenant_id)) is not None:
+                tenants.add(value)
+                order.append((hold_id, "tenant", value))
         elif hold_class == data_class:
             whole = True
             order.append((hold_id, "class", ""))
-    return RowHolds(whole, frozenset(tenants), frozenset(pks), tuple(order))
+    return RowHolds(
+        whole, frozenset(tenants), frozenset(pks), tuple(order), data_class, frozenset(read)
+    )
+
+
+def _as_read(field: Field[Any, Any] | None, value: str) -> str | None:
+    """``value`` as the text of what ``field`` reads it as; None if it cannot be one."""
+    if field is None:
+        return value
+    try:
+        python = field.to_python(value)
+    except (ValidationError, ValueError, TypeError):
+        return None
+    return None if python is None else str(python)
+
+
+@functools.lru_cache(maxsize=256)
+def _row_fields(
+    label: str, tenant_field: str | None
+) -> tuple[Field[Any, Any] | None, Field[Any, Any] | None]:
+    """The model's primary key field and the field at the end of ``tenant_field``'s path
+    (None for a tenant field that is not a column: its value is compared as typed)."""
+    try:
+        model = apps.get_model(label)
+    except (LookupError, ValueError):
+        return None, None
+    pk = model._meta.pk
+    if not tenant_field:
+        return pk, None
+    meta = model._meta
+    field: Any = None
+    for part in tenant_field.split("__"):
+        try:
+            field = meta.get_field(part)
+        except FieldDoesNotExist:
+            return pk, None
+        if field.related_model is not None and field.is_relation:
+            meta = field.related_model._meta
+    return pk, field if isinstance(field, Field) else None
 
 
 @functools.lru_cache(maxsize=256)

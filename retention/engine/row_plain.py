@@ -2,10 +2,11 @@
 
 That is when Django's collector would only fast-delete the page (no delete
 signal, no relation to follow) on PostgreSQL. The page is then one
-``DELETE ... WHERE pk = ANY(ARRAY(<the locked page select>)) RETURNING``
-when no hold covers the class, or the ids of the rows a hold leaves free
-bound as one array. Also here: the approved-cascade guard every delete
-path of ``retention.engine.rows`` goes through.
+``DELETE ... WHERE pk = ANY(ARRAY(<the locked page select>)) RETURNING``,
+its select leaving out the held rows as the holds are when it starts, or
+(rows read first) the ids of the rows a hold leaves free bound as one
+array. Also here: the approved-cascade guard every delete path of
+``retention.engine.rows`` goes through.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings as django_settings
-from django.core.exceptions import FieldDoesNotExist
+from django.core.exceptions import EmptyResultSet, FieldDoesNotExist
 from django.db import IntegrityError, connections, models, router
 from django.db.models.deletion import Collector
 
@@ -114,8 +115,11 @@ def delete_returning(
     columns: tuple[str, str, str | None],
     result: RowPage,
     now: datetime,
-) -> None:
-    """A page of a class no hold touches, in one statement: lock, re-check, delete.
+) -> int:
+    """A page in one statement: lock, re-check, delete; return how many rows went.
+
+    ``due`` leaves out the held rows (``RowHolds.unheld``): the statement's
+    select sees every hold committed before it starts.
 
     ``DELETE ... WHERE pk = ANY(ARRAY(<the page select, FOR UPDATE SKIP
     LOCKED>)) RETURNING pk, time, tenant``: what the two statements of a held
@@ -132,7 +136,10 @@ def delete_returning(
     table = connection.ops.quote_name(row.model._meta.db_table)
     pk, at, tenant = columns
     page = locked_page(due, row, cursor).values_list("pk")[:limit]
-    select, params = page.query.get_compiler(using=db).as_sql()
+    try:
+        select, params = page.query.get_compiler(using=db).as_sql()
+    except EmptyResultSet:
+        return 0  # every row is held: nothing for a page
     gone = (
         f"DELETE FROM {table} WHERE {pk} = ANY(ARRAY({select})) "
         f"RETURNING {pk} AS pk, {at} AS at, {tenant or 'NULL'} AS tenant"
@@ -184,7 +191,7 @@ def delete_returning(
             last = (rows[-1][1], rows[-1][0]) if rows else None
     result.seen = seen
     if last is None:
-        return
+        return 0
     refuse_outside(rules, row, {label(row.model)})
     result.cursor = last
     if groups is not None:
@@ -196,6 +203,7 @@ def delete_returning(
     result.counts["claimed"] += seen
     result.counts["deleted"] += seen
     events.append(counts=result.counts)
+    return seen
 
 
 def _stamped_in_sql(row: RowClass) -> bool:

@@ -6,7 +6,8 @@ in ``(time, pk)`` order) before which every row is redacted or listed as
 skipped (``RowSkip``: held, or its strategy failed). A run looks at the
 skipped rows first, then pages on from the mark through the time index.
 Held rows are recorded once per run, class, hold and tenant (``row_held``),
-not by the pages that list them.
+not by the pages that list them; a page asks which of its locked rows a
+hold covers with deletion's own filter (``RowHolds.unheld``).
 """
 
 from __future__ import annotations
@@ -21,11 +22,16 @@ from django.db import models, transaction
 
 from retention import redaction
 from retention.engine.row_evidence import RowEvents
-from retention.engine.row_select import RowPage, page_timeouts, rows_due, select_page
+from retention.engine.row_select import (
+    RowPage,
+    page_timeouts,
+    rows_due,
+    select_page,
+    unheld_read,
+)
 from retention.engine.rules import ClassRules
 from retention.models import EventOutcome, RowMark, RowSkip, Run
 from retention.rows.registry import RowClass
-from retention.selectors.holds import RowHolds, held_rows
 
 logger = logging.getLogger("retention.engine")
 
@@ -44,17 +50,16 @@ def redact_page(
     """Redact the next page after the class's mark (the first page of a run also
     retries the rows skipped before); return a ``RowPage``."""
     result = RowPage()
-    holds = held_rows(row.data_class, label=row.label, tenant_field=row.tenant_field)
     due = rows_due(row, rules, run)
     if first:
-        _retry_skipped(run, row, rules, due, holds, result, limit, now)
+        _retry_skipped(run, row, rules, due, result, limit, now)
     with transaction.atomic():
         page_timeouts()
         mark = row_mark(row)
         rows = select_page(due, row, mark, limit)
         result.seen = len(rows)
         if rows:
-            _redact(run, row, rules, rows, holds, result, now)
+            _redact(run, row, rules, due, rows, result, now)
             last_time, last_pk = rows[-1][1], rows[-1][0]
             RowMark.objects.update_or_create(
                 data_class=row.data_class,
@@ -73,7 +78,6 @@ def _retry_skipped(
     row: RowClass,
     rules: ClassRules,
     due: models.QuerySet[Any],
-    holds: RowHolds,
     result: RowPage,
     limit: int,
     now: datetime,
@@ -100,7 +104,7 @@ def _retry_skipped(
                 data_class=row.data_class, subject_pk__in=[s for s in skips if s not in present]
             ).delete()
             if rows:
-                _redact(run, row, rules, rows, holds, result, now)
+                _redact(run, row, rules, due, rows, result, now)
         if len(skips) < limit:
             return
 
@@ -109,20 +113,29 @@ def _redact(
     run: Run,
     row: RowClass,
     rules: ClassRules,
+    due: models.QuerySet[Any],
     rows: Sequence[tuple[Any, datetime, Any]],
-    holds: RowHolds,
     result: RowPage,
     now: datetime,
 ) -> None:
     """Redact the locked, unheld rows; list the held ones as skipped (inside the page).
 
-    A held row gets no event here: listed as skipped, it is among the rows
-    the class's held evidence records once the run has swept the class
-    (``row_held``), and the next run looks at it again.
+    Which rows a hold covers is asked once the rows are locked, with the
+    filter deletion's select uses (``RowHolds.unheld``), as the holds are
+    when that statement starts. A held row gets no event here: listed as
+    skipped, it is among the rows the class's held evidence records once
+    the run has swept the class (``row_held``), and the next run looks at
+    it again.
     """
     counts: Counter[str] = Counter()
     events = RowEvents(run=run, row=row, rules=rules, now=now)
-    held, free = holds.split(rows)
+    _holds, unheld = unheld_read(
+        row,
+        due.filter(pk__in=[r[0] for r in rows]),
+        lambda page: set(page.values_list("pk", flat=True)),
+    )
+    held = [r for r in rows if r[0] not in unheld]
+    free = [r for r in rows if r[0] in unheld]
     if held:
         RowSkip.objects.bulk_create(
             [

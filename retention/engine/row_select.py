@@ -7,9 +7,10 @@ Shared by deleting (``retention.engine.rows``) and redacting
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable, Sized
 from dataclasses import dataclass, field
 from datetime import date, datetime, time
-from typing import Any
+from typing import Any, TypeVar
 
 from django.conf import settings as django_settings
 from django.db import connection, models
@@ -20,6 +21,13 @@ from retention.conf import settings
 from retention.engine.rules import ClassRules
 from retention.models import Run
 from retention.rows.registry import RowClass
+from retention.selectors.holds import RowHolds, held_rows
+
+ReadT = TypeVar("ReadT", bound=Sized | int)
+
+# A page read again because holds were placed while it was read, at most this
+# often in a row; then it takes nothing (a page left for the next run).
+_HOLD_READS = 5
 
 # (time, pk) of the last row a page looked at: the next page starts after it.
 # The time as the column holds it (a date for a DateField): compared with it.
@@ -109,3 +117,26 @@ def select_page(
     if not row.tenant_field:
         return [(pk, at, None) for pk, at, _ in rows]
     return rows
+
+
+def unheld_read(
+    row: RowClass, qs: models.QuerySet[Any], read: Callable[[models.QuerySet[Any]], ReadT]
+) -> tuple[RowHolds, ReadT]:
+    """``read(qs without the held rows)`` (what it read, or how many rows it took),
+    and the holds it was read with.
+
+    The holds are read now (inside the page's transaction, right before the
+    statement that locks and re-checks its rows), and ``RowHolds.unheld``
+    makes that statement take nothing should any other hold that can touch
+    the class be active when it starts; an empty read with such a hold is
+    done again with it. So the statement excludes every hold committed
+    before it started, however long the page took to get there: a hold
+    committed after it is placed after the re-check, as for tracked records.
+    """
+    holds = held_rows(row.data_class, label=row.label, tenant_field=row.tenant_field)
+    for _ in range(_HOLD_READS):
+        found = read(holds.unheld(qs, row.tenant_field))
+        if found or not holds.placed_since():
+            return holds, found
+        holds = held_rows(row.data_class, label=row.label, tenant_field=row.tenant_field)
+    return holds, read(qs.none())

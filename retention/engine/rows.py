@@ -3,7 +3,8 @@
 A page is selected in ``(time, pk)`` order after the run's cursor, under row
 locks (``FOR UPDATE SKIP LOCKED``: a row another worker holds is left to it),
 re-checked in the same statement (past the run's fixed cutoff, in the
-class's scope, not covered by a hold as the holds are now), then deleted or
+class's scope, not covered by a hold as the holds are when it starts: they
+are read inside the page, ``row_select.unheld_read``), then deleted or
 redacted and recorded, all before the commit. Held rows are left out of the
 select: a run records them once per class, hold and tenant when it has swept
 the class (``retention.engine.row_held``). No lock is held
@@ -17,7 +18,8 @@ class stops for review. A row that a PROTECT relation blocks is skipped.
 The objects of ``files`` fields are deleted first, outside the page's
 transaction (the store is a network call), then the rows; a crash in between
 leaves rows whose objects are gone, which the next run deletes (absent is a
-success).
+success). A hold placed once a row's objects have gone keeps the row, and
+the row's event says its objects went before the hold.
 """
 
 from __future__ import annotations
@@ -49,12 +51,13 @@ from retention.engine.row_select import (
     page_timeouts,
     rows_due,
     select_page,
+    unheld_read,
 )
 from retention.engine.rules import ClassRules
 from retention.models import Disposition, EventOutcome, Policy, Run
 from retention.rows.cascade import collected_models, label
 from retention.rows.registry import RowClass
-from retention.selectors.holds import RowHolds, held_rows
+from retention.selectors.holds import RowHolds
 from retention.services.evidence import EventsRecorded
 
 logger = logging.getLogger("retention.engine")
@@ -94,23 +97,30 @@ def _page(
         return redact_page(
             run=run, row=row, rules=rules, first=cursor is None, limit=limit, now=now
         )
-    holds = held_rows(row.data_class, label=row.label, tenant_field=row.tenant_field)
-    if holds.whole_class:
-        return RowPage(cursor=cursor)  # every row is held: nothing for a page
-    # The rows a hold covers are not the page's (``row_held`` records them).
-    due = holds.unheld(rows_due(row, rules, run), row.tenant_field)
+    due = rows_due(row, rules, run)
     if row.files:
-        return _delete_with_files(run, row, rules, due, holds, cursor, limit, now)
+        return _delete_with_files(run, row, rules, due, cursor, limit, now)
     result = RowPage(cursor=cursor)
     db = router.db_for_write(row.model)
     returning = returning_columns(row, db) if plain_delete(row, db) else None
     try:
         with transaction.atomic():
             page_timeouts()
+            # The rows a hold covers are not the page's (``row_held`` records
+            # them); the holds are read here, inside the page, and its select
+            # sees any placed since (``unheld_read``).
             if returning is not None:
-                delete_returning(run, row, rules, due, cursor, limit, returning, result, now)
+                unheld_read(
+                    row,
+                    due,
+                    lambda free: delete_returning(
+                        run, row, rules, free, cursor, limit, returning, result, now
+                    ),
+                )
             else:
-                rows = select_page(due, row, cursor, limit)
+                holds, rows = unheld_read(
+                    row, due, lambda free: select_page(free, row, cursor, limit)
+                )
                 _delete_locked(run, row, rules, rows, holds, result, now)
     except CascadeViolation as exc:
         _stop_for_review(row, result, str(exc), now)
@@ -194,7 +204,6 @@ def _delete_with_files(
     row: RowClass,
     rules: ClassRules,
     due: models.QuerySet[Any],
-    holds: RowHolds,
     cursor: RowCursor | None,
     limit: int,
     now: datetime,
@@ -203,13 +212,17 @@ def _delete_with_files(
 
     The objects are deleted with no row lock held (a network call); the rows
     are locked, re-checked and deleted afterwards, and only those whose
-    objects are gone (or absent) go.
+    objects are gone (or absent) go. The holds are read again right before
+    the objects go, and once more under the rows' locks: a row a hold came
+    to cover meanwhile stays. Should its objects be gone already (the hold
+    came after their re-check), its event says so.
     """
     result = RowPage(cursor=cursor)
-    page = list(
-        due.filter(after_cursor(row, cursor))
-        .order_by(row.time_field, "pk")
-        .values_list("pk", row.time_field, row.tenant_field or "pk", *row.files)[:limit]
+    columns = ("pk", row.time_field, row.tenant_field or "pk", *row.files)
+    _holds, page = unheld_read(
+        row,
+        due.filter(after_cursor(row, cursor)),
+        lambda free: list(free.order_by(row.time_field, "pk").values_list(*columns)[:limit]),
     )
     if not page:
         return result
@@ -217,14 +230,32 @@ def _delete_with_files(
     # tracked record under a hold keeps its row too (``row_held`` records it
     # with the held rows, at the class's end).
     file_held = held_file_rows(row=row, rows=page)
-    candidates = [r for r in page if r[0] not in file_held]
+    keys = [r[0] for r in page if r[0] not in file_held]
+    _holds, still = unheld_read(
+        row, due.filter(pk__in=keys), lambda free: set(free.values_list("pk", flat=True))
+    )
+    candidates = [r for r in page if r[0] in still]
     gone = files_delete(row=row, rows=candidates, run=run, now=now)
     try:
         with transaction.atomic():
             page_timeouts()
-            locked = select_page(due.filter(pk__in=[r[0] for r in page]), row, None, limit)
+            holds, locked = unheld_read(
+                row,
+                due.filter(pk__in=[r[0] for r in page]),
+                lambda free: select_page(free, row, None, limit),
+            )
             ready = [r for r in locked if r[0] in gone]
             _delete_locked(run, row, rules, ready, holds, result, now)
+            taken = {r[0] for r in locked}
+            _late_held(
+                run,
+                row,
+                rules,
+                [r for r in candidates if r[0] in gone and r[0] not in taken],
+                holds,
+                result,
+                now,
+            )
             _rows_kept(
                 run,
                 row,
@@ -241,6 +272,40 @@ def _delete_with_files(
     result.cursor = (page[-1][1], page[-1][0])
     result.seen = len(page)
     return result
+
+
+def _late_held(
+    run: Run,
+    row: RowClass,
+    rules: ClassRules,
+    rows: Sequence[tuple[Any, ...]],
+    holds: RowHolds,
+    result: RowPage,
+    now: datetime,
+) -> None:
+    """Rows whose objects went before a hold came to cover them: the row stays.
+
+    A row of ``rows`` (objects gone, not locked by the page) that no hold
+    covers was locked by another worker, or left the class: not ours.
+    """
+    by_hold: dict[int, list[tuple[Any, ...]]] = {}
+    for r in rows:
+        hold_id = holds.first_hold(r[0], r[2] if row.tenant_field else None)
+        if hold_id is not None:
+            by_hold.setdefault(hold_id, []).append(r)
+    for hold_id, kept in sorted(by_hold.items()):
+        _rows_kept(
+            run,
+            row,
+            rules,
+            kept,
+            result,
+            now,
+            outcome=EventOutcome.SKIPPED_HELD,
+            count="skipped_held",
+            reason=f"hold #{hold_id} placed after the re-check; its objects were deleted "
+            "before it, and the row is kept",
+        )
 
 
 def _rows_kept(

@@ -206,6 +206,9 @@ class Liveness:
     def __init__(self, run: Run) -> None:
         self.run = run
         self.lost: str | None = None
+        # Lost because the database is away: the run stops as any step of
+        # it would then (``DatabaseUnavailable``, one line).
+        self.down = False
         self._ready = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -223,6 +226,8 @@ class Liveness:
 
     def check(self) -> None:
         """Raise ``LivenessLost`` once the lock could not be kept: no page after that."""
+        if self.lost is not None and self.down:
+            raise DatabaseUnavailable(self.lost)
         if self.lost is not None:
             raise LivenessLost(self.lost)
 
@@ -262,7 +267,12 @@ class Liveness:
                     if deadline is None:
                         deadline = time.monotonic() + settings.DATABASE_RETRY_SECONDS
                     if time.monotonic() >= deadline:
-                        self.lost = f"liveness lock could not be held: {_one_line(exc)}"
+                        self.down = isinstance(exc, (OperationalError, InterfaceError))
+                        self.lost = (
+                            f"database unavailable: {_one_line(exc)}"
+                            if self.down
+                            else f"liveness lock could not be held: {_one_line(exc)}"
+                        )
                         return
                 if self._stop.wait(_KEEP_EVERY):
                     return

@@ -22,6 +22,7 @@ from django.db.models.expressions import RawSQL
 
 from retention import api, engine
 from retention.engine import claims
+from retention.engine.page import stranded_settle
 from retention.models import (
     DeletionEvent,
     EventOutcome,
@@ -48,15 +49,8 @@ def _waiting_on_gate() -> bool:
     return bool(waiting)
 
 
-def test_claim__a_hold_committed_while_the_claim_statement_runs_keeps_its_record(
-    make_policy, now, approver, monkeypatch
-):
-    make_policy()
-    first = put_tracked(tenant_id="acme", now=now - timedelta(days=32))
-    target = put_tracked(tenant_id="acme", now=now - timedelta(days=31))
-    run = engine.run_start(mode=RunMode.ENFORCE, now=now)
-
-    # The claim statement waits, on its first row, for the gate this test holds.
+def _claim_while_held(run: Run, first: Any, place: Any, now: Any, monkeypatch: Any) -> Any:
+    """The inline claim, with ``place()`` committed while its statement waits on ``first``."""
     table = RetentionRecord._meta.db_table
     stall = RawSQL(
         f'CASE WHEN "{table}"."id" = %s '
@@ -89,13 +83,32 @@ def test_claim__a_hold_committed_while_the_claim_statement_runs_keeps_its_record
                 break
             threading.Event().wait(0.02)
         assert _waiting_on_gate(), "the claim statement never reached its first row"
-        hold = api.place_hold(reason="Case 26", placed_by=approver, record=target, now=now)
+        placed = place()
     finally:
         with connection.cursor() as cursor:
             cursor.execute("SELECT pg_advisory_unlock(%s, %s)", list(GATE))
         thread.join(timeout=30)
+        monkeypatch.setattr(claims, "_after_q", after_q)
     assert "error" not in result, result
-    claim_made = result["claim"]
+    return result["claim"], placed
+
+
+def test_claim__a_hold_committed_while_the_claim_statement_runs_keeps_its_record(
+    make_policy, now, approver, monkeypatch
+):
+    make_policy()
+    first = put_tracked(tenant_id="acme", now=now - timedelta(days=32))
+    target = put_tracked(tenant_id="acme", now=now - timedelta(days=31))
+    run = engine.run_start(mode=RunMode.ENFORCE, now=now)
+
+    # The claim statement waits, on its first row, for the gate this test holds.
+    claim_made, hold = _claim_while_held(
+        run,
+        first,
+        lambda: api.place_hold(reason="Case 26", placed_by=approver, record=target, now=now),
+        now,
+        monkeypatch,
+    )
 
     assert [item.record_id for item in claim_made.items] == [first.pk]
     target.refresh_from_db()
@@ -116,3 +129,45 @@ def test_claim__a_hold_committed_while_the_claim_statement_runs_keeps_its_record
     assert not DeletionEvent.objects.filter(reason__contains=f"hold #{hold.pk}").exists()
     counted = Run.objects.get(pk=run.pk)
     assert (counted.claimed, counted.skipped_held, counted.deleted) == (1, 1, 1)
+
+
+def test_claim__a_retried_row_held_meanwhile_is_left_for_the_store_to_decide(
+    make_policy, now, approver, monkeypatch
+):
+    make_policy()
+    first = put_tracked(tenant_id="acme", now=now - timedelta(days=32))
+    retried = put_tracked(tenant_id="acme", now=now - timedelta(days=31))
+    # An earlier attempt passed its re-check, then its delete went unanswered.
+    RetentionRecord.objects.filter(pk=retried.pk).update(
+        state=RecordState.FAILED,
+        retryable=True,
+        next_attempt_at=now - timedelta(minutes=1),
+        attempts=1,
+        disposal_started_at=now - timedelta(minutes=5),
+    )
+    run = engine.run_start(mode=RunMode.ENFORCE, now=now)
+
+    claim_made, hold = _claim_while_held(
+        run,
+        first,
+        lambda: api.place_hold(reason="Case 27", placed_by=approver, record=retried, now=now),
+        now,
+        monkeypatch,
+    )
+
+    assert [item.record_id for item in claim_made.items] == [first.pk]
+    retried.refresh_from_db()
+    # Its object may be gone already: left as a dead claimer's row would be.
+    assert (retried.state, retried.lease_expires_at, retried.attempts) == (
+        RecordState.DELETING,
+        now,
+        1,
+    )
+    engine.claim_dispose(claim=claim_made, clock=lambda: now + timedelta(seconds=1))
+    stranded_settle(run=run, clock=lambda: now + timedelta(seconds=2))
+
+    retried.refresh_from_db()
+    assert retried.state == RecordState.ACTIVE and exists(retried)
+    event = DeletionEvent.objects.get(record=retried)
+    assert event.outcome == EventOutcome.SKIPPED_HELD
+    assert event.reason.startswith(f"hold #{hold.pk} placed after the re-check; the object")

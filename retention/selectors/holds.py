@@ -240,6 +240,19 @@ def held_rows(data_class: str, *, label: str, tenant_field: str | None) -> RowHo
     )
 
 
+def hold_subject_as_read(
+    hold: LegalHold, *, label: str, tenant_field: str | None
+) -> tuple[str | None, str | None]:
+    """(row pk, tenant) a hold names, as the class's fields read them (``held_rows``'s
+    rule for one hold); None where it names none, or a value the field cannot take."""
+    pk_field, tenant = _row_fields(label, tenant_field)
+    pk = _as_read(pk_field, hold.subject_pk) if hold.subject_pk is not None else None
+    tenant_id = None
+    if hold.tenant_id and tenant_field:
+        tenant_id = _as_read(tenant, hold.tenant_id) if tenant is not None else hold.tenant_id
+    return pk, tenant_id
+
+
 def _as_read(field: Field[Any, Any] | None, value: str) -> str | None:
     """``value`` as the text of what ``field`` reads it as; None if it cannot be one."""
     if field is None:

@@ -32,7 +32,7 @@ from retention.models import (
 )
 from retention.rows.registry import RowClass, row_classes
 from retention.selectors.breaker import DISPOSED_KEY
-from retention.selectors.holds import RowHolds, held_rows
+from retention.selectors.holds import RowHolds, held_rows, hold_subject_as_read
 from retention.selectors.runs import runs_covering
 
 # What a run's events count as disposed of (the outcomes its counts add up).
@@ -143,12 +143,14 @@ def _one_hold(hold: LegalHold, row: RowClass) -> RowHolds:
     empty: frozenset[str] = frozenset()
     if hold.record_id is not None or (hold.data_class and hold.data_class != row.data_class):
         return RowHolds(False, empty, empty)
+    # Read as the class's fields read them, as the engine does: "07" is row 7,
+    # and a value the field cannot take names no row.
+    pk, tenant = hold_subject_as_read(hold, label=row.label, tenant_field=row.tenant_field)
     if hold.subject_pk is not None:
-        pks = frozenset({hold.subject_pk}) if hold.subject_type == row.label else empty
+        pks = frozenset({pk}) if hold.subject_type == row.label and pk is not None else empty
         return RowHolds(False, empty, pks)
     if hold.tenant_id:
-        tenants = frozenset({hold.tenant_id}) if row.tenant_field else empty
-        return RowHolds(False, tenants, empty)
+        return RowHolds(False, frozenset({tenant}) if tenant is not None else empty, empty)
     return RowHolds(hold.data_class == row.data_class, empty, empty)
 
 

@@ -133,3 +133,31 @@ def test_release__the_confirmation_counts_the_rows_it_protects(logs, approver, b
         tenant_page
     )
     assert "It protects <strong>1</strong> row now, past its deadline." in row_page
+
+
+def test_hold_row_reach__reads_a_row_hold_as_the_primary_key_field_does(logs, approver, now):
+    from retention.models import Policy
+    from retention.selectors.policies import version_governing
+    from retention.selectors.rows import hold_row_reach
+
+    row = logs["globex"][0]
+    policy = Policy.objects.get(data_class="logs.request")
+    versions = {"logs.request": version_governing(policy)}
+    spelled = LegalHold.objects.create(
+        reason="zero-padded",
+        placed_by=approver,
+        placed_at=now,
+        subject_type="rowhost.RequestLog",
+        subject_pk=f"00{row.pk}",
+    )
+    garbage = LegalHold.objects.create(
+        reason="not a key",
+        placed_by=approver,
+        placed_at=now,
+        subject_type="rowhost.RequestLog",
+        subject_pk="not-a-number",
+    )
+
+    assert hold_row_reach(spelled, now=now, versions=versions).rows == 1
+    # A value the key cannot take names no row, as the engine reads it; no crash.
+    assert hold_row_reach(garbage, now=now, versions=versions).rows == 0

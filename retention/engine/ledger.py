@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 from typing import Any, NoReturn
 
 from django.db import connection, transaction
+from django.db.models import Count
 
 from retention.clock import HostClock
 from retention.disposal import ObjectDisposer
@@ -25,6 +26,8 @@ from retention.exceptions import RunRefused
 from retention.models import (
     RUN_COUNT_FIELDS,
     DataClassMode,
+    DeletionEvent,
+    EventOutcome,
     Policy,
     Run,
     RunExecutor,
@@ -35,6 +38,7 @@ from retention.models import (
 from retention.selectors.control import kill_switch_paused
 from retention.services.anchors import chain_anchor_on_commit
 from retention.storage import StorageUnavailable
+from retention.storage.s3_outage import UNANSWERED_REASON, run_unanswered_warn
 
 logger = logging.getLogger("retention.engine")
 
@@ -203,9 +207,26 @@ def run_finish(run: Run, status: str, reason: str, now: datetime) -> Run:
             "counts": counts,
         },
     )
+    if run.retried:
+        run_unanswered_warn(run.pk, _unanswered_retries(run))
     # The chain head, signed, outside the database (when configured); never fails the run.
     chain_anchor_on_commit(now=now)
     return run
+
+
+def _unanswered_retries(run: Run) -> dict[str, int]:
+    """The run's deletes retried because their store did not answer, by storage alias."""
+    return dict(
+        DeletionEvent.objects.filter(
+            run=run,
+            outcome=EventOutcome.RETRY_SCHEDULED,
+            record__isnull=False,
+            reason__endswith=UNANSWERED_REASON,
+        )
+        .values_list("record__storage")
+        .annotate(count=Count("pk"))
+        .order_by()
+    )
 
 
 def run_abort(*, run: Run, reason: str, now: datetime) -> Run:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -38,6 +37,7 @@ from retention.models import (
     RunTrigger,
 )
 from retention.selectors.evidence import VerifyResult, chain_verify
+from tests.helpers import Qcluster
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -54,40 +54,17 @@ BROKERS = [
 
 
 @dataclass
-class Cluster:
-    env: dict[str, str]
-    log_dir: Path
-    process: subprocess.Popen[bytes] | None = None
+class Cluster(Qcluster):
+    """The shared ``Qcluster``, with a log file per start (the tests restart it)."""
+
+    log: Path = Path()
+    log_dir: Path = Path()
     starts: int = 0
 
     def start(self) -> None:
         self.starts += 1
-        # Its own session, so that kill -9 can take the whole cluster at once.
-        with (self.log_dir / f"qcluster-{self.starts}.log").open("wb") as log:
-            self.process = subprocess.Popen(
-                [sys.executable, "manage.py", "qcluster"],
-                cwd=REPO_ROOT,
-                env=self.env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-
-    def kill_9(self) -> None:
-        assert self.process is not None
-        os.killpg(self.process.pid, signal.SIGKILL)
-        self.process.wait(timeout=10)
-
-    def stop(self) -> None:
-        if self.process is None or self.process.poll() is not None:
-            return
-        # One SIGINT to the main process only (NOTES.md), SIGKILL as fallback.
-        self.process.send_signal(signal.SIGINT)
-        try:
-            self.process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait(timeout=10)
+        self.log = self.log_dir / f"qcluster-{self.starts}.log"
+        super().start()
 
     def logs(self) -> str:
         return "\n".join(

@@ -74,31 +74,14 @@ def _class_lines(check: ClassCheck, promise: timedelta) -> list[str]:
         lines.append(f"  {check.registration_changed}")
     if h.kind == "rows":
         return lines + _row_class_lines(check, promise)
-    if h.oldest_eligible_at is not None and h.overdue is not None:
-        late = "over" if h.overdue > promise else "within"
-        lines.append(
-            f"  backlog {h.backlog}; oldest expired {_when(h.oldest_eligible_at)}, "
-            f"{_span(h.overdue)} ago ({late} the promise)"
-        )
-    else:
-        lines.append("  backlog 0")
+    lines.append(_backlog_line(check, promise, unit="", oldest="oldest expired"))
     lines.append(
         f"  failed, waiting for review {h.failed_for_review}; retrying {h.retrying}; "
         f"expired but held {h.held}"
     )
-    run, age = h.last_success, check.last_success_age
-    if run is not None and run.finished_at is not None and age is not None:
-        lines.append(
-            f"  last successful run {_when(run.finished_at)}, {_span(age)} ago (run {run.pk})"
-        )
-    else:
-        lines.append("  last successful run: never")
+    lines.append(_last_success_line(check))
     if h.breaker is not None:
-        lines.append(
-            f"  volume breaker tripped {_when(h.breaker.tripped_at)} (trip {h.breaker.pk}): "
-            f"{trip_summary(h.breaker.limit, h.breaker.figures or {})}; nothing of it is "
-            "deleted until an approver releases it"
-        )
+        lines.append(_breaker_line(check, "nothing of it is deleted"))
     if check.reappeared is not None:
         since = check.now - check.reappeared.oldest_reappeared_at
         lines.append(
@@ -118,31 +101,43 @@ def _reasons(check: ClassCheck) -> str:
 def _row_class_lines(check: ClassCheck, promise: timedelta) -> list[str]:
     """A class of model rows: due by its own deadline, held by the one hold rule."""
     h = check.health
-    lines = []
-    if h.oldest_eligible_at is not None and h.overdue is not None:
-        late = "over" if h.overdue > promise else "within"
-        lines.append(
-            f"  backlog {h.backlog} rows; oldest due {_when(h.oldest_eligible_at)}, "
-            f"{_span(h.overdue)} ago ({late} the promise)"
-        )
-    else:
-        lines.append("  backlog 0 rows")
-    lines.append(f"  due but held {h.held} rows")
-    run, age = h.last_success, check.last_success_age
-    if run is not None and run.finished_at is not None and age is not None:
-        lines.append(
-            f"  last successful run {_when(run.finished_at)}, {_span(age)} ago (run {run.pk}): "
-            f"{h.last_success_disposed} rows {h.disposed_verb}"
-        )
-    else:
-        lines.append("  last successful run: never")
+    lines = [
+        _backlog_line(check, promise, unit=" rows", oldest="oldest due"),
+        f"  due but held {h.held} rows",
+        _last_success_line(check, f": {h.last_success_disposed} rows {h.disposed_verb}"),
+    ]
     if h.breaker is not None:
-        lines.append(
-            f"  volume breaker tripped {_when(h.breaker.tripped_at)} (trip {h.breaker.pk}): "
-            f"{trip_summary(h.breaker.limit, h.breaker.figures or {})}; none of its rows is "
-            "disposed of until an approver releases it"
-        )
+        lines.append(_breaker_line(check, "none of its rows is disposed of"))
     return lines
+
+
+def _backlog_line(check: ClassCheck, promise: timedelta, *, unit: str, oldest: str) -> str:
+    h = check.health
+    if h.oldest_eligible_at is None or h.overdue is None:
+        return f"  backlog 0{unit}"
+    late = "over" if h.overdue > promise else "within"
+    return (
+        f"  backlog {h.backlog}{unit}; {oldest} {_when(h.oldest_eligible_at)}, "
+        f"{_span(h.overdue)} ago ({late} the promise)"
+    )
+
+
+def _last_success_line(check: ClassCheck, what: str = "") -> str:
+    """The last run that disposed of the class (``what``: what it disposed of there)."""
+    run, age = check.health.last_success, check.last_success_age
+    if run is None or run.finished_at is None or age is None:
+        return "  last successful run: never"
+    return f"  last successful run {_when(run.finished_at)}, {_span(age)} ago (run {run.pk}){what}"
+
+
+def _breaker_line(check: ClassCheck, held_back: str) -> str:
+    trip = check.health.breaker
+    assert trip is not None
+    return (
+        f"  volume breaker tripped {_when(trip.tripped_at)} (trip {trip.pk}): "
+        f"{trip_summary(trip.limit, trip.figures or {})}; {held_back} "
+        "until an approver releases it"
+    )
 
 
 def _reconcile_line(item: StorageReconciliation, now: datetime) -> str:

@@ -15,8 +15,8 @@ from typing import Any
 from django.db.models import Count, Min, QuerySet
 
 from retention.digest import key_digests
-from retention.engine.row_select import instant
 from retention.rows.registry import RowClass
+from retention.selectors.rows import as_instant as instant
 
 
 def _deadline(row: RowClass, period: timedelta, value: Any) -> datetime:

@@ -9,13 +9,11 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Sized
 from dataclasses import dataclass, field
-from datetime import date, datetime, time
+from datetime import datetime
 from typing import Any, TypeVar
 
-from django.conf import settings as django_settings
 from django.db import connection, models
 from django.db.models import Q
-from django.utils import timezone
 
 from retention.conf import settings
 from retention.engine.rules import ClassRules
@@ -32,19 +30,6 @@ _HOLD_READS = 5
 # (time, pk) of the last row a page looked at: the next page starts after it.
 # The time as the column holds it (a date for a DateField): compared with it.
 RowCursor = tuple[datetime, Any]
-
-
-def instant(value: datetime | date) -> datetime:
-    """A row's time as an instant: a DateField's day is its midnight in the
-    project's TIME_ZONE (aware when USE_TZ), which is how Django compares a
-    date column with the run's cutoff, so no row is taken before the
-    deadline its evidence names. The keyset cursor keeps the column's value."""
-    if isinstance(value, datetime):
-        return value
-    midnight = datetime.combine(value, time.min)
-    if not django_settings.USE_TZ:
-        return midnight
-    return timezone.make_aware(midnight, timezone.get_default_timezone())
 
 
 @dataclass

@@ -50,11 +50,8 @@ class StrictContentNegotiation(DefaultContentNegotiation):
         return matching
 
 
-class RetentionApiView(APIView):
-    renderer_classes = [JSONRenderer]
-    parser_classes = [JSONParser]
-    content_negotiation_class = StrictContentNegotiation
-    schema = RetentionAutoSchema()
+class JsonErrorsMixin(APIView):
+    """Errors in the API's JSON body, also for a request refused before a renderer was chosen."""
 
     def get_exception_handler(self) -> Callable[[Exception, dict[str, Any]], Any]:
         return exception_handler
@@ -66,6 +63,13 @@ class RetentionApiView(APIView):
             self.request.accepted_renderer = JSONRenderer()
             self.request.accepted_media_type = JSONRenderer.media_type
         super().raise_uncaught_exception(exc)
+
+
+class RetentionApiView(JsonErrorsMixin, APIView):
+    renderer_classes = [JSONRenderer]
+    parser_classes = [JSONParser]
+    content_negotiation_class = StrictContentNegotiation
+    schema = RetentionAutoSchema()
 
 
 class TenantApiView(RetentionApiView):
@@ -93,19 +97,10 @@ class ControlPlaneApiView(RetentionApiView):
     permission_classes = [IsControlPlane]
 
 
-class SchemaApiView(SpectacularAPIView):
+class SchemaApiView(JsonErrorsMixin, SpectacularAPIView):
     """drf-spectacular's schema view, refusing a bad query string as the API does:
     JSON 400 ``too_many_parameters``, not a 500 (DEBUG) or Django's HTML 400.
     Mount it instead of ``SpectacularAPIView``."""
-
-    def get_exception_handler(self) -> Callable[[Exception, dict[str, Any]], Any]:
-        return exception_handler
-
-    def raise_uncaught_exception(self, exc: Exception) -> NoReturn:
-        if not hasattr(self.request, "accepted_renderer"):
-            self.request.accepted_renderer = JSONRenderer()
-            self.request.accepted_media_type = JSONRenderer.media_type
-        super().raise_uncaught_exception(exc)
 
     def finalize_response(self, request: Any, response: Any, *args: Any, **kwargs: Any) -> Any:
         # An error is JSON whatever schema format was asked for.

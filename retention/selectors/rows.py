@@ -42,8 +42,11 @@ RUNS_LOOKED_AT = 200
 
 
 def as_instant(value: datetime | date) -> datetime:
-    """A row's time as an instant: a DateField's day is its midnight in TIME_ZONE,
-    as the engine reads it (``retention.engine.row_select.instant``)."""
+    """A row's time as an instant: a DateField's day is its midnight in the
+    project's TIME_ZONE (aware when USE_TZ), which is how Django compares a
+    date column with a run's cutoff, so no row is taken before the deadline
+    its evidence names (the engine reads rows through this too). A keyset
+    cursor keeps the column's own value."""
     if isinstance(value, datetime):
         return value
     midnight = datetime.combine(value, time.min)

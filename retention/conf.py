@@ -1,6 +1,6 @@
 """Typed access to the RETENTION_* settings, one declaration each.
 
-A setting is one line of ``RetentionSettings``: its default, the parser that
+A setting is one declaration in ``RetentionSettings``: its default, the parser that
 turns what a host wrote (often a string from the environment) into the type
 the app uses, and what it means. ``settings.X`` reads django.conf.settings at
 each access, so override_settings works and nothing is frozen at import time

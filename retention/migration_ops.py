@@ -80,15 +80,19 @@ class AddIndexOnModel(Operation):
     def migration_name_fragment(self) -> str:
         return f"index_{self.app_label}_{self.model_name}".lower()
 
-    def _model(self, state: ProjectState) -> type[models.Model]:
+    def _model(
+        self, state: ProjectState, schema_editor: BaseDatabaseSchemaEditor
+    ) -> type[models.Model] | None:
+        """The model at ``state``; None where the database router keeps it off this database."""
         try:
-            return state.apps.get_model(self.app_label, self.model_name)
+            model = state.apps.get_model(self.app_label, self.model_name)
         except LookupError as exc:
             raise LookupError(
                 f"AddIndexOnModel: no model {self.app_label}.{self.model_name} at this "
                 f"migration: add a dependency on the {self.app_label!r} migration that "
                 "creates it to the migration's dependencies."
             ) from exc
+        return model if self.allow_migrate_model(schema_editor.connection.alias, model) else None
 
     def _index(self, model: type[models.Model]) -> models.Index:
         return models.Index(fields=self.fields, name=self.name)
@@ -100,9 +104,8 @@ class AddIndexOnModel(Operation):
         from_state: ProjectState,
         to_state: ProjectState,
     ) -> None:
-        model = self._model(to_state)
-        connection = schema_editor.connection
-        if not self.allow_migrate_model(connection.alias, model):
+        model = self._model(to_state, schema_editor)
+        if model is None:
             return
         quote = schema_editor.quote_name
         columns = ", ".join(
@@ -110,17 +113,17 @@ class AddIndexOnModel(Operation):
             for name in self.fields
         )
         table = quote(model._meta.db_table)
-        if connection.vendor == "postgresql":
+        index = quote(self.name)
+        vendor = schema_editor.connection.vendor
+        if vendor == "postgresql":
             _not_in_transaction(schema_editor, "AddIndexOnModel")
             if _postgres_index_valid(schema_editor, self.name) is False:
-                schema_editor.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {quote(self.name)}")
+                schema_editor.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {index}")
             schema_editor.execute(
-                f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {quote(self.name)} ON {table} ({columns})"
+                f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {index} ON {table} ({columns})"
             )
-        elif connection.vendor == "sqlite":
-            schema_editor.execute(
-                f"CREATE INDEX IF NOT EXISTS {quote(self.name)} ON {table} ({columns})"
-            )
+        elif vendor == "sqlite":
+            schema_editor.execute(f"CREATE INDEX IF NOT EXISTS {index} ON {table} ({columns})")
         elif not _index_exists(schema_editor, model._meta.db_table, self.name):
             schema_editor.add_index(model, self._index(model))
 
@@ -131,16 +134,16 @@ class AddIndexOnModel(Operation):
         from_state: ProjectState,
         to_state: ProjectState,
     ) -> None:
-        model = self._model(from_state)
-        connection = schema_editor.connection
-        if not self.allow_migrate_model(connection.alias, model):
+        model = self._model(from_state, schema_editor)
+        if model is None:
             return
-        quote = schema_editor.quote_name
-        if connection.vendor == "postgresql":
+        index = schema_editor.quote_name(self.name)
+        vendor = schema_editor.connection.vendor
+        if vendor == "postgresql":
             _not_in_transaction(schema_editor, "AddIndexOnModel")
-            schema_editor.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {quote(self.name)}")
-        elif connection.vendor == "sqlite":
-            schema_editor.execute(f"DROP INDEX IF EXISTS {quote(self.name)}")
+            schema_editor.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {index}")
+        elif vendor == "sqlite":
+            schema_editor.execute(f"DROP INDEX IF EXISTS {index}")
         elif _index_exists(schema_editor, model._meta.db_table, self.name):
             schema_editor.remove_index(model, self._index(model))
 

@@ -1,8 +1,8 @@
-"""Settings an earlier version read, and a check that names them while a host still sets them.
+"""The check that names a setting an earlier version read while a host still sets it.
 
-A setting that does nothing any more is removed from ``conf.py``; a host that
-still sets it is told (``retention.W009``) rather than left believing it
-changes something.
+A setting that does nothing any more moves from the declarations of
+``conf.py`` to its ``RETIRED_SETTINGS``; a host that still sets it is told
+(``retention.W009``) rather than left believing it changes something.
 """
 
 from __future__ import annotations
@@ -12,10 +12,7 @@ from typing import Any
 from django.conf import settings as django_settings
 from django.core.checks import CheckMessage, Warning, register
 
-# Each retired setting, without its RETENTION_ prefix, and why nothing reads it.
-RETIRED_SETTINGS = {
-    "DISPATCH_POLL_SECONDS": "queued runs have no waiting dispatcher to poll",
-}
+from retention.conf import RETIRED_SETTINGS
 
 
 @register("retention")

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from retention.retired import RETIRED_SETTINGS, check_retired_settings
+from retention.conf import RETIRED_SETTINGS
+from retention.retired import check_retired_settings
 
 
 def test_check_w009__a_retired_setting_still_set_is_named(settings):

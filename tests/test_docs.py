@@ -47,25 +47,26 @@ def _table_rows(section: str) -> dict[str, str]:
 
 
 def _conf_settings() -> dict[str, ast.expr]:
-    """``RETENTION_<NAME>`` → the default expression of each setting in conf.py."""
+    """``RETENTION_<NAME>`` → the default expression of each setting declared in conf.py."""
+    from retention.conf import RetentionSettings, Setting
+
     tree = ast.parse((APP / "conf.py").read_text())
     (cls,) = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "RetentionSettings"]
     found: dict[str, ast.expr] = {}
-    for node in ast.walk(cls):
+    for node in cls.body:
         if (
-            isinstance(node, ast.Call)
-            and isinstance(node.func, ast.Attribute)
-            and node.func.attr == "_get"
-            and len(node.args) == 2
-            and isinstance(node.args[0], ast.Constant)
+            isinstance(node, ast.Assign)
+            and isinstance(node.value, ast.Call)
+            and isinstance(node.value.func, ast.Name)
+            and node.value.func.id == "Setting"
         ):
-            found[f"RETENTION_{node.args[0].value}"] = node.args[1]
-    properties = {
-        f"RETENTION_{n.name}"
-        for n in cls.body
-        if isinstance(n, ast.FunctionDef) and not n.name.startswith("_")
-    }
-    assert properties == set(found), "every setting property reads the setting of its own name"
+            ((target,),) = [node.targets]
+            assert isinstance(target, ast.Name)
+            found[f"RETENTION_{target.id}"] = node.value.args[0]
+    # Every public attribute is a declared setting, each with what it means.
+    public = {name: value for name, value in vars(RetentionSettings).items() if name[0] != "_"}
+    assert all(isinstance(value, Setting) and value.__doc__ for value in public.values())
+    assert {f"RETENTION_{name}" for name in public} == set(found), "one declaration a setting"
     return found
 
 
@@ -108,7 +109,7 @@ def test_docs__check_reference_lists_every_check_id_the_app_can_return():
 
 
 def test_docs__every_setting_and_check_id_the_docs_name_exists():
-    from retention.retired import RETIRED_SETTINGS
+    from retention.conf import RETIRED_SETTINGS
 
     # A retired setting is named where the docs say it is no longer read (W009).
     retired = {f"RETENTION_{name}" for name in RETIRED_SETTINGS}

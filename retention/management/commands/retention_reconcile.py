@@ -10,6 +10,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from retention.clock import db_now
 from retention.engine import reconcile_run
 from retention.exceptions import RunRefused
+from retention.management.options import add_data_class_option
 from retention.models import RECONCILE_COUNTS, Run, RunStatus, RunTrigger
 
 
@@ -44,14 +45,8 @@ class Command(BaseCommand):
             help="A STORAGES alias (repeatable); default: every alias records use.",
         )
         parser.add_argument("--prefix", default="", help="Only keys starting with this.")
-        parser.add_argument(
-            "--data-class",
-            dest="data_classes",
-            action="extend",
-            nargs="+",
-            default=[],
-            metavar="X",
-            help="Report and act on these data classes' records only (repeatable).",
+        add_data_class_option(
+            parser, help_text="Report and act on these data classes' records only (repeatable)."
         )
         parser.add_argument(
             "--adopt", metavar="DATA_CLASS", help="Track each orphan as a record of this class."

@@ -15,6 +15,7 @@ from retention.clock import db_now, host_clock_read
 from retention.engine import run_enqueue, run_execute, run_host_clock_record, run_start
 from retention.engine.outage import DatabaseUnavailable, as_unavailable, db_retry
 from retention.exceptions import RunRefused
+from retention.management.options import add_data_class_option
 from retention.models import Run, RunMode, RunStatus, RunTrigger
 from retention.reporting import human, progress_line, run_as_json, summary_lines
 from retention.selectors.workers import WATCHDOG_SCHEDULE, watchdog_installed
@@ -25,15 +26,7 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--dry-run", action="store_true", help="Report only; touch nothing.")
-        parser.add_argument(
-            "--data-class",
-            dest="data_classes",
-            action="extend",
-            nargs="+",
-            default=[],
-            metavar="X",
-            help="Limit the run to these data classes (repeatable).",
-        )
+        add_data_class_option(parser, help_text="Limit the run to these data classes (repeatable).")
         parser.add_argument("--tenant", help="Limit the run to one tenant.")
         parser.add_argument("--limit", type=int, help="Claim at most N records.")
         parser.add_argument(

@@ -123,7 +123,7 @@ class RowEvent:
 
 def row_events(events: Any) -> list[RowEvent]:
     """``events`` (a queryset or list) with each per-row page event spread into its rows."""
-    from retention import evidence
+    from retention.receipts import evidence
     from retention.selectors.evidence import row_subjects
 
     spread: list[RowEvent] = []

@@ -5,7 +5,7 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from retention import evidence
+from retention.receipts import evidence
 
 
 def leaves(n: int) -> list[bytes]:

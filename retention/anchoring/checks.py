@@ -12,9 +12,10 @@ from typing import Any
 
 from django.core.checks import CheckMessage, Error, Warning, register
 
-from retention.anchoring.signing import AnchorError, signer_load
+from retention.anchoring.signing import signer_load
 from retention.anchoring.stores import location_parse
 from retention.conf import settings
+from retention.receipts.signed_heads import AnchorError
 
 KEY_HINT = (
     'Give the base64 of 32 random bytes, e.g. python -c "import base64, os; '

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
-from retention.anchoring.signing import HEADS_DIR, name_seq
+from retention.receipts.signed_heads import HEADS_DIR, name_seq
 
 S3_OPTIONS = ("endpoint_url", "region_name", "access_key", "secret_key")
 # Anchoring runs when a run closes: a store that does not answer must not hold it for long.

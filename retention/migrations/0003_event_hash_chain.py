@@ -3,7 +3,7 @@
 import django.db.models.deletion
 from django.db import migrations, models
 
-from retention import evidence
+from retention.receipts import evidence
 
 
 def create_head_and_chain_existing(apps, schema_editor):

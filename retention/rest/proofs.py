@@ -15,8 +15,8 @@ from rest_framework.exceptions import NotFound
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from retention.anchoring.signing import ALGORITHM
 from retention.models import DeletionEvent
+from retention.receipts.signed_heads import ALGORITHM
 from retention.rest.filters import QueryFilterSerializer
 from retention.rest.schema import error_responses
 from retention.rest.views import TenantApiView

@@ -12,18 +12,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from retention.anchoring.signing import (
-    AnchorError,
-    SignedHead,
-    Signer,
-    head_parse,
-    head_verify,
-    name_seq,
-    signer_load,
-)
+from retention.anchoring.signing import Signer, signer_load
 from retention.anchoring.stores import AnchorStore, AnchorStoreError, location_parse
 from retention.conf import settings
 from retention.models import ChainHead, EventBatch
+from retention.receipts.signed_heads import (
+    AnchorError,
+    SignedHead,
+    head_parse,
+    head_verify,
+    name_seq,
+)
 
 # Anchors' batches are looked up this many at a time (SQLite's parameter limit).
 _CHUNK = 500

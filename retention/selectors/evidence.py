@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from retention import evidence
 from retention.models import ChainHead, DeletionEvent, EventBatch, EventKind
+from retention.receipts import evidence
 
 
 def event_fields(event: Any) -> dict[str, Any]:

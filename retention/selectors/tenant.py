@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any
 from django.db.models import BinaryField, Count, F, Q, QuerySet, Sum, Value
 from django.db.models.functions import Coalesce, Substr
 
-from retention import evidence
 from retention.models import (
     DeletionEvent,
     EventOutcome,
@@ -24,6 +23,7 @@ from retention.models import (
     RecordState,
     RetentionRecord,
 )
+from retention.receipts import evidence
 
 if TYPE_CHECKING:
     pass

@@ -20,10 +20,11 @@ from datetime import datetime
 
 from django.db import transaction
 
-from retention.anchoring.signing import AnchorError, Signer, head_parse, head_sign, signer_load
+from retention.anchoring.signing import Signer, head_sign, signer_load
 from retention.anchoring.stores import AnchorExists, AnchorStore, AnchorStoreError, anchor_store
 from retention.conf import settings
 from retention.models import ChainHead
+from retention.receipts.signed_heads import AnchorError, head_parse
 from retention.selectors.anchors import anchoring_on
 
 logger = logging.getLogger("retention.anchors")

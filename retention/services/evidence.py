@@ -22,8 +22,8 @@ from typing import Any, Literal
 from django.db import IntegrityError, connection, transaction
 from django.db.models import Field
 
-from retention import evidence
 from retention.models import ChainHead, DeletionEvent, EventBatch
+from retention.receipts import evidence
 from retention.selectors.evidence import event_fields
 
 

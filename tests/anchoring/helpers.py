@@ -14,10 +14,10 @@ from cryptography.hazmat.primitives.serialization import (
     PublicFormat,
 )
 
-from retention import evidence
-from retention.anchoring.signing import SignedHead, head_parse
 from retention.anchoring.stores import DirectoryAnchorStore
 from retention.models import ChainHead, DeletionEvent, EventBatch
+from retention.receipts import evidence
+from retention.receipts.signed_heads import SignedHead, head_parse
 from retention.selectors.evidence import event_fields
 
 

@@ -20,7 +20,6 @@ from freezegun import freeze_time
 
 from retention import engine, tasks
 from retention.anchoring import signing
-from retention.anchoring.signing import anchor_name, head_parse, head_verify, public_key_load
 from retention.anchoring.stores import (
     AnchorExists,
     DirectoryAnchorStore,
@@ -30,6 +29,13 @@ from retention.anchoring.stores import (
 from retention.engine import BATCH_TASK
 from retention.guard import GuardReading
 from retention.models import ChainHead, EventBatch, RunMode, RunStatus, RunTrigger
+from retention.receipts.signed_heads import (
+    anchor_name,
+    head_parse,
+    head_verify,
+    key_id,
+    public_key_load,
+)
 from retention.services.anchors import (
     ANCHORED,
     FAILED,
@@ -46,7 +52,7 @@ pytestmark = pytest.mark.django_db
 
 def trusted(public_b64: str) -> dict[str, bytes]:
     raw = public_key_load(public_b64)
-    return {signing.key_id(raw): raw}
+    return {key_id(raw): raw}
 
 
 def expired(n: int, now: Any, **kwargs: Any) -> list[Any]:
@@ -68,7 +74,7 @@ def test_signed_head__canonical_json_signed_by_the_key_and_any_edit_breaks_it(no
         b'"format":"lethe-anchor-v1","key_id":"' + signer.key_id.encode() + b'","seq":7,'
         b'"signature":"' + signed.signature.encode() + b'"}\n'
     )
-    assert signer.key_id == signing.key_id(base64.b64decode(public))
+    assert signer.key_id == key_id(base64.b64decode(public))
     assert len(base64.b64decode(signed.signature)) == 64
     assert head_verify(head_parse(body), trusted(public)) is None
     assert signed.name == "heads/00000000000000000007.json"

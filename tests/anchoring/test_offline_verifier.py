@@ -17,9 +17,10 @@ from typing import Any
 
 import pytest
 
-from retention.anchoring.signing import head_parse, key_id
 from retention.models import DeletionEvent, EventBatch, EventOutcome
-from retention.receipts import main, receipt_signed_head_problems, signed_head_check
+from retention.receipts.cli import main
+from retention.receipts.signed_heads import head_parse, key_id
+from retention.receipts.verify import receipt_signed_head_problems, signed_head_check
 from retention.selectors.evidence import chain_head, receipt_for
 from tests.anchoring.helpers import new_key, rewrite_every_event
 from tests.helpers import put_tracked

@@ -66,7 +66,7 @@ def test_deletions__each_receipt_carries_the_evidence(client, acme, make_policy,
         },
     }
     # The proof is the one a customer verifies offline.
-    from retention.receipts import verify_receipt
+    from retention.receipts.verify import verify_receipt
     from retention.selectors.evidence import chain_head, receipt_for
 
     assert verify_receipt(receipt_for(event), chain_head()) == []
@@ -215,7 +215,7 @@ def test_deletions__unknown_format_answers_406_not_acceptable(client, acme):
 def test_deletions__receipt_endpoint_gives_a_receipt_that_verifies_offline(
     client, acme, deleted_records
 ):
-    from retention.receipts import verify_receipt
+    from retention.receipts.verify import verify_receipt
 
     deleted_records({"acme": 3, "globex": 2})
     event = receipts_of("acme")[1]

@@ -7,11 +7,12 @@ from typing import Any
 
 import pytest
 
-from retention import api, evidence
+from retention import api
 from retention.digest import key_digest
 from retention.engine import run_execute, run_start
 from retention.models import DeletionEvent
-from retention.receipts import verify_receipt
+from retention.receipts import evidence
+from retention.receipts.verify import verify_receipt
 from retention.selectors.evidence import chain_head, receipt_for
 from tests.rowhost.models import RequestLog
 

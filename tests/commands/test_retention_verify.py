@@ -65,7 +65,7 @@ def test_verify__an_edited_event_is_named(chained):
 
 @pytest.mark.django_db
 def test_verify__an_event_edited_with_its_hash_breaks_its_batch_root(chained):
-    from retention import evidence
+    from retention.receipts import evidence
     from retention.selectors.evidence import event_fields
 
     victim = DeletionEvent.objects.filter(batch=chained[1]).first()

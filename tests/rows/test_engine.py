@@ -458,7 +458,7 @@ def test_rows__a_date_columns_day_is_due_from_its_midnight(
     from datetime import time as day_start
     from zoneinfo import ZoneInfo
 
-    from retention import evidence as chain
+    from retention.receipts import evidence as chain
     from tests.rowhost.models import DailyTotal
 
     settings.TIME_ZONE = zone

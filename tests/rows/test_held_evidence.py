@@ -26,7 +26,7 @@ from django.core.files.storage import storages
 from django.core.management import call_command
 from django.db import transaction
 
-from retention import api, engine, evidence, redaction
+from retention import api, engine, redaction
 from retention.digest import key_digest
 from retention.engine import BATCH_TASK
 from retention.engine.row_evidence import RowEvents
@@ -43,7 +43,8 @@ from retention.models import (
     RunStatus,
     RunTrigger,
 )
-from retention.receipts import verify_receipt
+from retention.receipts import evidence
+from retention.receipts.verify import verify_receipt
 from retention.rows.registry import row_class_required
 from retention.selectors.evidence import chain_head, receipt_for
 from tests.helpers import chain_ok, put_tracked

@@ -13,10 +13,11 @@ from typing import Any
 
 import pytest
 
-from retention import api, evidence
+from retention import api
 from retention.digest import key_digest
 from retention.engine import run_execute, run_start
 from retention.models import DeletionEvent, EventOutcome, Run
+from retention.receipts import evidence
 from tests.helpers import chain_ok, row_events
 from tests.rowhost.models import RequestLog
 

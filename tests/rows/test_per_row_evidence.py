@@ -15,10 +15,11 @@ from typing import Any
 
 import pytest
 
-from retention import api, evidence
+from retention import api
 from retention.digest import key_digest
 from retention.engine import run_execute, run_start
 from retention.models import DeletionEvent, EventOutcome, RowEventKey, Run
+from retention.receipts import evidence
 from retention.selectors.evidence import VerifyResult, chain_verify, row_subjects
 from tests.helpers import chain_ok
 from tests.rowhost.models import RequestLog, WebSession

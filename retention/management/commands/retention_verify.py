@@ -10,9 +10,9 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils.dateparse import parse_datetime
 
-from retention.anchoring.signing import AnchorError, key_id, public_key_load
 from retention.anchoring.stores import AnchorStore, AnchorStoreError, anchor_store
 from retention.conf import settings
+from retention.receipts.signed_heads import AnchorError, key_id, public_key_load
 from retention.selectors.anchors import anchors_check, signing_key
 from retention.selectors.evidence import VerifyResult, chain_head, chain_verify
 from retention.selectors.run_audit import runs_audit

@@ -1,9 +1,4 @@
-"""Verify a deletion receipt offline, without the database or Django.
-
-    python -m retention.receipts verify receipt.json chain-head.json \
-        [--signed-head signed-head.json --public-key KEY]
-    python -m retention.receipts verify-head signed-head.json --public-key KEY \
-        [--chain-head chain-head.json]
+"""Checking a receipt, and a signed head, against a chain head file.
 
 A receipt carries the event's fields, its leaf index in its batch, the
 audit path to the batch root, and the batch's link in the chain; a row's
@@ -11,30 +6,21 @@ receipt under a per-row page event also carries the row (its key digest,
 deadline, index) and its audit path to the event's ``key_digest``. The chain
 head file carries the head's chain hash and the links (seq, size, root) of
 every batch after the receipt's, so the verifier can walk from the receipt's
-batch to the head. A signed head (an anchor, ``retention.anchoring.signing``)
-must carry a good Ed25519 signature of KEY (base64, or the JSON file of
-``GET /api/v1/deletions/chain/key/``) and lie on that same walk. See
-"Verifying a receipt" and "Anchors outside the database" in docs/evidence.md.
+batch to the head. A signed head (an anchor, ``signed_heads``) must carry a
+good Ed25519 signature and lie on that same walk. See "Verifying a receipt"
+and "Anchors outside the database" in docs/evidence.md.
+
+Each check returns the problems it found, as sentences; an empty list means
+verified. The command line around them is ``cli``.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
-import os
-import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
-from retention import evidence
-from retention.anchoring.signing import (
-    AnchorError,
-    SignedHead,
-    head_parse,
-    head_verify,
-    key_id,
-    public_key_load,
-)
+from retention.receipts import evidence
+from retention.receipts.signed_heads import AnchorError, SignedHead, head_parse, head_verify, key_id
 
 
 def _hex(value: Any, what: str) -> bytes:
@@ -187,84 +173,3 @@ def receipt_signed_head_problems(
     except ValueError as exc:
         return [str(exc)]
     return []
-
-
-def _public_key(value: str) -> bytes:
-    """Base64, or the JSON saved from GET /api/v1/deletions/chain/key/."""
-    if os.path.isfile(value):
-        with open(value, encoding="utf-8") as fh:
-            value = json.load(fh)["public_key"]
-    return public_key_load(value)
-
-
-def _load(path: str) -> Any:
-    with open(path, encoding="utf-8") as fh:
-        return json.load(fh)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m retention.receipts")
-    sub = parser.add_subparsers(dest="command", required=True)
-    verify = sub.add_parser("verify", help="verify one receipt against a chain head")
-    verify.add_argument("receipt")
-    verify.add_argument("chain_head")
-    verify.add_argument("--signed-head", metavar="FILE", help="an anchored, signed chain head")
-    verify.add_argument("--public-key", metavar="KEY", help="its key: base64, or a JSON file")
-    head_only = sub.add_parser("verify-head", help="verify a signed chain head")
-    head_only.add_argument("signed_head")
-    head_only.add_argument("--public-key", metavar="KEY", required=True)
-    head_only.add_argument("--chain-head", metavar="FILE", help="a later chain head file")
-    args = parser.parse_args(argv)
-    if args.command == "verify" and bool(args.signed_head) != bool(args.public_key):
-        parser.error("--signed-head and --public-key go together")
-    try:
-        public = _public_key(args.public_key) if args.public_key else b""
-        signed: Any = _load(args.signed_head) if args.signed_head else None
-        if args.command == "verify-head":
-            head = _load(args.chain_head) if args.chain_head else None
-            return _report(*signed_head_check(signed, public, head), head=head)
-        receipt, head = _load(args.receipt), _load(args.chain_head)
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        print(f"cannot read input: {exc}", file=sys.stderr)
-        return 2
-    problems = verify_receipt(receipt, head)
-    parsed = None
-    if not problems and signed is not None:
-        parsed, problems = signed_head_check(signed, public)
-        if parsed is not None and not problems:
-            problems = receipt_signed_head_problems(receipt, head, parsed)
-    if problems:
-        for problem in problems:
-            print(f"NOT VERIFIED: {problem}")
-        return 1
-    event = receipt["event"]
-    print(
-        f"VERIFIED: record {event['record_id']} {event['outcome']} at {event['occurred_at']} "
-        f"is event {receipt['leaf_index']} of batch {receipt['batch']['seq']}, "
-        f"chained to head batch {head['head']['seq']}."
-    )
-    if parsed is not None:
-        print(f"VERIFIED: {_signed(parsed)}; the receipt's chain passes through it.")
-    return 0
-
-
-def _signed(signed: SignedHead) -> str:
-    return (
-        f"the head of batch {signed.seq} was signed by key {signed.key_id} at {signed.anchored_at}"
-    )
-
-
-def _report(
-    signed: SignedHead | None, problems: list[str], *, head: Mapping[str, Any] | None
-) -> int:
-    if problems or signed is None:
-        for problem in problems:
-            print(f"NOT VERIFIED: {problem}")
-        return 1
-    later = f"; the chain to head batch {head['head']['seq']} passes through it" if head else ""
-    print(f"VERIFIED: {_signed(signed)}{later}.")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

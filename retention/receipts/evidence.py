@@ -1,8 +1,8 @@
 """Tamper evidence: how events are hashed, batched and chained.
 
-Pure functions, no database: the same code verifies the chain in
-``retention_verify`` and a single receipt offline, and docs/evidence.md documents
-the algorithm so a customer can re-implement it.
+Pure functions, no database: the same code writes the chain, verifies it in
+``retention_verify`` and checks a single receipt offline (this package), and
+docs/evidence.md documents the algorithm so a customer can re-implement it.
 
 - An event's leaf hash is SHA-256(0x00 || canonical JSON of its fields). An
   event about database rows (``kind`` "row") also hashes ``kind``,

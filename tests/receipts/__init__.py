@@ -1,0 +1,1 @@
+"""Tests of the offline verifier, ``retention.receipts`` (issue 27, point 2)."""

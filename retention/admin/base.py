@@ -8,8 +8,6 @@ changelist currently shows.
 
 from __future__ import annotations
 
-import csv
-import io
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
@@ -20,11 +18,12 @@ from django.contrib.admin.views.main import ChangeList
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import PermissionDenied
 from django.db.models import Model, QuerySet
-from django.http import HttpRequest, HttpResponseBadRequest, StreamingHttpResponse
+from django.http import HttpRequest, HttpResponseBadRequest
 from django.http.response import HttpResponseBase
 from django.urls import URLPattern, path
 from django.utils import timezone
 
+from retention.csvstream import csv_response
 from retention.durations import format_duration
 from retention.exceptions import RetentionError
 from retention.models import Policy, PolicyVersion
@@ -177,39 +176,6 @@ class RunIdFilter(InputFilter):
 # Streaming CSV export
 
 
-class _Line:
-    def __init__(self) -> None:
-        self.buffer = io.StringIO()
-
-    def write(self, value: str) -> int:
-        return self.buffer.write(value)
-
-    def take(self) -> str:
-        value = self.buffer.getvalue()
-        self.buffer.seek(0)
-        self.buffer.truncate()
-        return value
-
-
-def csv_stream(
-    header: Sequence[str], rows: Iterator[Sequence[Any]], *, rows_per_chunk: int
-) -> Iterator[str]:
-    """Yield the CSV in chunks of ``rows_per_chunk`` rows: memory stays flat."""
-    line = _Line()
-    writer = csv.writer(line)
-    writer.writerow(header)
-    yield line.take()
-    pending = 0
-    for row in rows:
-        writer.writerow(row)
-        pending += 1
-        if pending >= rows_per_chunk:
-            yield line.take()
-            pending = 0
-    if pending:
-        yield line.take()
-
-
 class CsvExportMixin(admin.ModelAdmin[ModelT]):
     """``export/`` next to the changelist streams its filtered rows as CSV.
 
@@ -240,14 +206,13 @@ class CsvExportMixin(admin.ModelAdmin[ModelT]):
             return HttpResponseBadRequest("These filters are not valid.")
         queryset: QuerySet[ModelT] = changelist.queryset
         rows = queryset.values_list(*self.export_fields).iterator(chunk_size=self.export_chunk_size)
-        response = StreamingHttpResponse(
-            csv_stream(self.export_fields, rows, rows_per_chunk=self.export_chunk_size),
-            content_type="text/csv; charset=utf-8",
-        )
         stamp = timezone.now().strftime("%Y%m%dT%H%M%SZ")
-        name = self.model._meta.model_name
-        response["Content-Disposition"] = f'attachment; filename="{name}-{stamp}.csv"'
-        return response
+        return csv_response(
+            self.export_fields,
+            rows,
+            filename=f"{self.model._meta.model_name}-{stamp}.csv",
+            rows_per_chunk=self.export_chunk_size,
+        )
 
 
 def lock_refusal_message(version: PolicyVersion, in_force: PolicyVersion | None) -> str:

@@ -18,9 +18,9 @@ from django.contrib.admin.views.main import ChangeList
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import PermissionDenied
 from django.db.models import Model, QuerySet
-from django.http import HttpRequest, HttpResponseBadRequest
+from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, HttpResponseRedirect
 from django.http.response import HttpResponseBase
-from django.urls import URLPattern, path
+from django.urls import URLPattern, path, reverse
 from django.utils import timezone
 
 from retention.csvstream import csv_response
@@ -77,6 +77,20 @@ def report_refusal(
     except RetentionError as exc:
         model_admin.message_user(request, str(exc), messages.ERROR)
         return None
+
+
+def one_at_a_time(
+    model_admin: admin.ModelAdmin[Any],
+    request: HttpRequest,
+    queryset: QuerySet[ModelT],
+    url_name: str,
+    refusal: str,
+) -> HttpResponse | None:
+    """An action that takes one object to its own page (``url_name``), or says why not."""
+    if queryset.count() != 1:
+        model_admin.message_user(request, refusal, messages.WARNING)
+        return None
+    return HttpResponseRedirect(reverse(url_name, args=[queryset.get().pk]))
 
 
 # --------------------------------------------------------------------------

@@ -24,6 +24,7 @@ from retention.admin.base import (
     VersionDataClassFilter,
     acting_user,
     lock_refusal_message,
+    one_at_a_time,
     report_refusal,
 )
 from retention.admin.policies import LIFECYCLE_FIELDS, RULE_FORM_FIELDS, DraftForm, VersionRulesForm
@@ -261,16 +262,12 @@ class PolicyVersionAdmin(admin.ModelAdmin[PolicyVersion]):
     def review_and_approve(
         self, request: HttpRequest, queryset: QuerySet[PolicyVersion]
     ) -> HttpResponse | None:
-        if queryset.count() != 1:
-            self.message_user(
-                request,
-                "Approve one version at a time: each needs its impact reviewed first.",
-                messages.WARNING,
-            )
-            return None
-        version = queryset.get()
-        return HttpResponseRedirect(
-            reverse("admin:retention_policyversion_review", args=[version.pk])
+        return one_at_a_time(
+            self,
+            request,
+            queryset,
+            "admin:retention_policyversion_review",
+            "Approve one version at a time: each needs its impact reviewed first.",
         )
 
     @admin.action(permissions=["retire"], description="Retire selected versions…")

@@ -61,6 +61,27 @@ class ObjectReadOnlyMixin(admin.ModelAdmin[ModelT]):
         return False
 
 
+class ChangeContextMixin(admin.ModelAdmin[ModelT]):
+    """The object's page shows more of it: ``change_context`` says what."""
+
+    def change_context(self, request: HttpRequest, obj: ModelT) -> dict[str, Any]:
+        return {}
+
+    # Read afresh, not the instance a bound form may have changed on a POST.
+    def change_view(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        obj = self.get_object(request, object_id)
+        context = dict(extra_context or {})
+        if obj is not None:
+            context.update(self.change_context(request, obj))
+        return super().change_view(request, object_id, form_url, context)
+
+
 def acting_user(request: HttpRequest) -> AbstractBaseUser:
     """The signed-in user an admin view acts for (``admin_view`` lets no one else in)."""
     if not isinstance(request.user, AbstractBaseUser):

@@ -124,21 +124,8 @@ class BreakerTripAdmin(ReleaseMixin[BreakerTrip], ReadOnlyAdmin[BreakerTrip]):
     ) -> HttpResponse | None:
         return self.release_one(request, queryset, "trip")
 
-    def change_view(
-        self,
-        request: HttpRequest,
-        object_id: str,
-        form_url: str = "",
-        extra_context: dict[str, Any] | None = None,
-    ) -> HttpResponse:
-        context = dict(extra_context or {})
-        trip = self.get_object(request, object_id)
-        if trip is not None:
-            context.update(_context(trip))
-            context["can_release"] = (
-                trip.state == BreakerState.TRIPPED and self.has_approve_permission(request)
-            )
-        return super().change_view(request, object_id, form_url, context)
+    def change_context(self, request: HttpRequest, obj: BreakerTrip) -> dict[str, Any]:
+        return {**super().change_context(request, obj), **_context(obj)}
 
     # Releasing: approvers, a tripped class, for its next full enforcing run.
 

@@ -267,17 +267,6 @@ class LegalHoldAdmin(ReleaseMixin[LegalHold], ObjectReadOnlyMixin[LegalHold]):
         }
         return super().add_view(request, form_url, context)
 
-    def change_view(
-        self,
-        request: HttpRequest,
-        object_id: str,
-        form_url: str = "",
-        extra_context: dict[str, Any] | None = None,
-    ) -> HttpResponse:
-        context = dict(extra_context or {})
-        context["can_release"] = self.has_release_permission(request)
-        return super().change_view(request, object_id, form_url, context)
-
     # Releasing: whoever may change holds, an active hold, with a reason.
 
     def has_release_permission(self, request: HttpRequest) -> bool:

@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from django import forms
-from django.contrib import admin, messages
+from django.contrib import messages
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
@@ -25,7 +25,13 @@ from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 from django.utils import timezone
 
-from retention.admin.base import ModelT, acting_user, one_at_a_time, report_refusal
+from retention.admin.base import (
+    ChangeContextMixin,
+    ModelT,
+    acting_user,
+    one_at_a_time,
+    report_refusal,
+)
 
 
 class ReasonForm(forms.Form):
@@ -40,8 +46,12 @@ class ReasonForm(forms.Form):
         reason.widget.attrs["rows"] = rows
 
 
-class ReleaseMixin(admin.ModelAdmin[ModelT]):
-    """``<id>/release/``: a confirmation page that asks why, then one service call."""
+class ReleaseMixin(ChangeContextMixin[ModelT]):
+    """``<id>/release/``: a confirmation page that asks why, then one service call.
+
+    The object's page offers the release (``can_release``) when there is
+    something to release and the user may.
+    """
 
     # Under the reason field: what a good reason says.
     release_help_text = ""
@@ -69,6 +79,12 @@ class ReleaseMixin(admin.ModelAdmin[ModelT]):
     def release_context(self, request: HttpRequest, obj: ModelT) -> dict[str, Any]:
         """What the page shows of ``obj`` (its ``title`` too)."""
         raise NotImplementedError
+
+    def change_context(self, request: HttpRequest, obj: ModelT) -> dict[str, Any]:
+        return {
+            **super().change_context(request, obj),
+            "can_release": not self.release_refusal(obj) and self.has_release_permission(request),
+        }
 
     def _release_url(self, name: str, obj: ModelT) -> str:
         return reverse(f"admin:{self.opts.app_label}_{self.opts.model_name}_{name}", args=[obj.pk])

@@ -65,7 +65,7 @@ def _import_each_first(modules: list[str], host: str) -> dict[str, str]:
 def test_retention_modules__are_found_without_importing_them():
     modules = retention_modules()
 
-    assert {"retention", "retention.models", "retention.admin", "retention.rest.apis"} <= set(
+    assert {"retention", "retention.models", "retention.admin", "retention.rest.deletions"} <= set(
         modules
     )
     assert not [m for m in modules if "migrations" in m]

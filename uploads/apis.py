@@ -21,7 +21,7 @@ from rest_framework.response import Response
 
 from retention import api
 from retention.models import RecordState, data_class_validator
-from retention.rest.apis import PolicyRefSerializer
+from retention.rest.deletions import PolicyRefSerializer
 from retention.rest.schema import error_responses
 from retention.rest.views import TenantApiView
 from uploads.selectors import upload_get

@@ -8,8 +8,6 @@ changelist currently shows.
 
 from __future__ import annotations
 
-import csv
-import io
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
@@ -20,11 +18,12 @@ from django.contrib.admin.views.main import ChangeList
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import PermissionDenied
 from django.db.models import Model, QuerySet
-from django.http import HttpRequest, HttpResponseBadRequest, StreamingHttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, HttpResponseRedirect
 from django.http.response import HttpResponseBase
-from django.urls import URLPattern, path
+from django.urls import URLPattern, path, reverse
 from django.utils import timezone
 
+from retention.csvstream import csv_response
 from retention.durations import format_duration
 from retention.exceptions import RetentionError
 from retention.models import Policy, PolicyVersion
@@ -62,6 +61,27 @@ class ObjectReadOnlyMixin(admin.ModelAdmin[ModelT]):
         return False
 
 
+class ChangeContextMixin(admin.ModelAdmin[ModelT]):
+    """The object's page shows more of it: ``change_context`` says what."""
+
+    def change_context(self, request: HttpRequest, obj: ModelT) -> dict[str, Any]:
+        return {}
+
+    # Read afresh, not the instance a bound form may have changed on a POST.
+    def change_view(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        obj = self.get_object(request, object_id)
+        context = dict(extra_context or {})
+        if obj is not None:
+            context.update(self.change_context(request, obj))
+        return super().change_view(request, object_id, form_url, context)
+
+
 def acting_user(request: HttpRequest) -> AbstractBaseUser:
     """The signed-in user an admin view acts for (``admin_view`` lets no one else in)."""
     if not isinstance(request.user, AbstractBaseUser):
@@ -78,6 +98,20 @@ def report_refusal(
     except RetentionError as exc:
         model_admin.message_user(request, str(exc), messages.ERROR)
         return None
+
+
+def one_at_a_time(
+    model_admin: admin.ModelAdmin[Any],
+    request: HttpRequest,
+    queryset: QuerySet[ModelT],
+    url_name: str,
+    refusal: str,
+) -> HttpResponse | None:
+    """An action that takes one object to its own page (``url_name``), or says why not."""
+    if queryset.count() != 1:
+        model_admin.message_user(request, refusal, messages.WARNING)
+        return None
+    return HttpResponseRedirect(reverse(url_name, args=[queryset.get().pk]))
 
 
 # --------------------------------------------------------------------------
@@ -177,39 +211,6 @@ class RunIdFilter(InputFilter):
 # Streaming CSV export
 
 
-class _Line:
-    def __init__(self) -> None:
-        self.buffer = io.StringIO()
-
-    def write(self, value: str) -> int:
-        return self.buffer.write(value)
-
-    def take(self) -> str:
-        value = self.buffer.getvalue()
-        self.buffer.seek(0)
-        self.buffer.truncate()
-        return value
-
-
-def csv_stream(
-    header: Sequence[str], rows: Iterator[Sequence[Any]], *, rows_per_chunk: int
-) -> Iterator[str]:
-    """Yield the CSV in chunks of ``rows_per_chunk`` rows: memory stays flat."""
-    line = _Line()
-    writer = csv.writer(line)
-    writer.writerow(header)
-    yield line.take()
-    pending = 0
-    for row in rows:
-        writer.writerow(row)
-        pending += 1
-        if pending >= rows_per_chunk:
-            yield line.take()
-            pending = 0
-    if pending:
-        yield line.take()
-
-
 class CsvExportMixin(admin.ModelAdmin[ModelT]):
     """``export/`` next to the changelist streams its filtered rows as CSV.
 
@@ -240,14 +241,13 @@ class CsvExportMixin(admin.ModelAdmin[ModelT]):
             return HttpResponseBadRequest("These filters are not valid.")
         queryset: QuerySet[ModelT] = changelist.queryset
         rows = queryset.values_list(*self.export_fields).iterator(chunk_size=self.export_chunk_size)
-        response = StreamingHttpResponse(
-            csv_stream(self.export_fields, rows, rows_per_chunk=self.export_chunk_size),
-            content_type="text/csv; charset=utf-8",
-        )
         stamp = timezone.now().strftime("%Y%m%dT%H%M%SZ")
-        name = self.model._meta.model_name
-        response["Content-Disposition"] = f'attachment; filename="{name}-{stamp}.csv"'
-        return response
+        return csv_response(
+            self.export_fields,
+            rows,
+            filename=f"{self.model._meta.model_name}-{stamp}.csv",
+            rows_per_chunk=self.export_chunk_size,
+        )
 
 
 def lock_refusal_message(version: PolicyVersion, in_force: PolicyVersion | None) -> str:

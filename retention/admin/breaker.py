@@ -3,33 +3,23 @@ a sample, and the release for the next run (approvers, with a reason)."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
-from django import forms
-from django.contrib import admin, messages
+from django.contrib import admin
 from django.contrib.admin import DateFieldListFilter
-from django.core.exceptions import PermissionDenied
+from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import QuerySet
-from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
-from django.shortcuts import get_object_or_404
-from django.template.response import TemplateResponse
-from django.urls import URLPattern, path, reverse
-from django.utils import timezone
+from django.http import HttpRequest, HttpResponse
+from django.urls import reverse
 from django.utils.html import format_html
 
 from retention import services
-from retention.admin.base import DataClassFilter, ReadOnlyAdmin, acting_user, report_refusal
+from retention.admin.base import DataClassFilter, ReadOnlyAdmin
+from retention.admin.release import ReleaseMixin
 from retention.models import BreakerState, BreakerTrip
 from retention.selectors.breaker import HISTORY_DAYS, trip_summary
 from retention.services.policies import APPROVE_PERMISSION
-
-
-class BreakerReleaseForm(forms.Form):
-    reason = forms.CharField(
-        widget=forms.Textarea(attrs={"rows": 3}),
-        help_text="Why this volume is legitimate (e.g. the first sweep of a backfilled class, "
-        "reviewed against the sample).",
-    )
 
 
 def figure_rows(trip: BreakerTrip) -> list[tuple[str, str, str]]:
@@ -71,7 +61,7 @@ def _context(trip: BreakerTrip) -> dict[str, Any]:
 
 
 @admin.register(BreakerTrip)
-class BreakerTripAdmin(ReadOnlyAdmin[BreakerTrip]):
+class BreakerTripAdmin(ReleaseMixin[BreakerTrip], ReadOnlyAdmin[BreakerTrip]):
     list_display = (
         "__str__",
         "data_class",
@@ -102,6 +92,10 @@ class BreakerTripAdmin(ReadOnlyAdmin[BreakerTrip]):
     )
     readonly_fields = fields
     change_form_template = "admin/retention/breakertrip/change_form.html"
+    release_help_text = (
+        "Why this volume is legitimate (e.g. the first sweep of a backfilled class, "
+        "reviewed against the sample)."
+    )
 
     def has_approve_permission(self, request: HttpRequest) -> bool:
         return request.user.has_perm(APPROVE_PERMISSION)
@@ -128,80 +122,32 @@ class BreakerTripAdmin(ReadOnlyAdmin[BreakerTrip]):
     def release_for_next_run(
         self, request: HttpRequest, queryset: QuerySet[BreakerTrip]
     ) -> HttpResponse | None:
-        if queryset.count() != 1:
-            self.message_user(
-                request, "Release one trip at a time: each needs its own reason.", messages.WARNING
-            )
-            return None
-        return HttpResponseRedirect(
-            reverse("admin:retention_breakertrip_release", args=[queryset.get().pk])
+        return self.release_one(request, queryset, "trip")
+
+    def change_context(self, request: HttpRequest, obj: BreakerTrip) -> dict[str, Any]:
+        return {**super().change_context(request, obj), **_context(obj)}
+
+    # Releasing: approvers, a tripped class, for its next full enforcing run.
+
+    def has_release_permission(self, request: HttpRequest) -> bool:
+        return self.has_view_permission(request) and self.has_approve_permission(request)
+
+    def release_refusal(self, obj: BreakerTrip) -> str:
+        return "" if obj.state == BreakerState.TRIPPED else f"{obj} is not holding anything."
+
+    def release(
+        self, obj: BreakerTrip, *, by: AbstractBaseUser, reason: str, now: datetime
+    ) -> object:
+        return services.breaker_release(data_class=obj.data_class, by=by, reason=reason, now=now)
+
+    def released_message(self, obj: BreakerTrip) -> str:
+        return (
+            f"{obj.data_class} released: its next full enforcing run deletes it "
+            "without checking the volume."
         )
 
-    def get_urls(self) -> list[URLPattern]:
-        return [
-            path(
-                "<path:object_id>/release/",
-                self.admin_site.admin_view(self.release_view),
-                name="retention_breakertrip_release",
-            ),
-            *super().get_urls(),
-        ]
-
-    def change_view(
-        self,
-        request: HttpRequest,
-        object_id: str,
-        form_url: str = "",
-        extra_context: dict[str, Any] | None = None,
-    ) -> HttpResponse:
-        context = dict(extra_context or {})
-        trip = self.get_object(request, object_id)
-        if trip is not None:
-            context.update(_context(trip))
-            context["can_release"] = (
-                trip.state == BreakerState.TRIPPED and self.has_approve_permission(request)
-            )
-        return super().change_view(request, object_id, form_url, context)
-
-    def release_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
-        if not (self.has_view_permission(request) and self.has_approve_permission(request)):
-            raise PermissionDenied
-        trip = get_object_or_404(BreakerTrip, pk=object_id)
-        back = HttpResponseRedirect(reverse("admin:retention_breakertrip_change", args=[trip.pk]))
-        if trip.state != BreakerState.TRIPPED:
-            self.message_user(request, f"{trip} is not holding anything.", messages.WARNING)
-            return back
-        form = BreakerReleaseForm(request.POST or None)
-        if request.method == "POST" and form.is_valid():
-            done = report_refusal(
-                self,
-                request,
-                lambda: services.breaker_release(
-                    data_class=trip.data_class,
-                    by=acting_user(request),
-                    reason=form.cleaned_data["reason"],
-                    now=timezone.now(),
-                ),
-            )
-            if done is not None:
-                self.message_user(
-                    request,
-                    f"{trip.data_class} released: its next full enforcing run deletes it "
-                    "without checking the volume.",
-                    messages.SUCCESS,
-                )
-                return back
-        return TemplateResponse(
-            request,
-            "admin/retention/breakertrip/release.html",
-            {
-                **self.admin_site.each_context(request),
-                **_context(trip),
-                "title": f"Release {trip.data_class} for the next run",
-                "opts": self.opts,
-                "form": form,
-            },
-        )
+    def release_context(self, request: HttpRequest, obj: BreakerTrip) -> dict[str, Any]:
+        return {**_context(obj), "title": f"Release {obj.data_class} for the next run"}
 
 
 def _run_link(run_id: object) -> str:

@@ -12,12 +12,12 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from django.core.exceptions import ImproperlyConfigured, PermissionDenied
-from django.http import HttpRequest, JsonResponse, StreamingHttpResponse
+from django.http import HttpRequest, JsonResponse
 from django.http.response import HttpResponseBase
 from django.template.response import TemplateResponse
 from django.utils import timezone
 
-from retention.admin.base import csv_stream
+from retention.csvstream import csv_response
 from retention.selectors.datamap import (
     EXEMPT,
     GOVERNED,
@@ -142,13 +142,10 @@ def datamap_view(model_admin: ModelAdmin[Policy], request: HttpRequest) -> HttpR
     if wanted == "json":
         return JsonResponse(data_map_as_json(found), json_dumps_params={"indent": 2})
     if wanted == "csv":
-        response = StreamingHttpResponse(
-            csv_stream(CSV_HEADER, csv_rows(found), rows_per_chunk=200),
-            content_type="text/csv; charset=utf-8",
-        )
         stamp = now.strftime("%Y%m%dT%H%M%SZ")
-        response["Content-Disposition"] = f'attachment; filename="data-map-{stamp}.csv"'
-        return response
+        return csv_response(
+            CSV_HEADER, csv_rows(found), filename=f"data-map-{stamp}.csv", rows_per_chunk=200
+        )
     sections: list[dict[str, Any]] = [
         {
             "status": status,

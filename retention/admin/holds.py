@@ -7,20 +7,21 @@ without seeing what it covers.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
-from django.core.exceptions import PermissionDenied, ValidationError
+from django.contrib.auth.models import AbstractBaseUser
+from django.core.exceptions import ValidationError
 from django.db.models import Model, QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
-from django.shortcuts import get_object_or_404
-from django.template.response import TemplateResponse
-from django.urls import URLPattern, path, reverse
+from django.urls import reverse
 from django.utils import timezone
 
 from retention import services
-from retention.admin.base import TenantFilter, acting_user, report_refusal
+from retention.admin.base import ObjectReadOnlyMixin, TenantFilter, acting_user
+from retention.admin.release import ReleaseMixin
 from retention.models import LegalHold, ObjectLockStatus, Policy, RetentionRecord
 from retention.rows.registry import row_classes
 from retention.selectors import admin as selectors
@@ -140,15 +141,8 @@ class HoldStatusFilter(admin.SimpleListFilter):
         return queryset
 
 
-class ReleaseForm(forms.Form):
-    reason = forms.CharField(
-        widget=forms.Textarea(attrs={"rows": 3}),
-        help_text="Why the data no longer needs to be kept (e.g. case closed, reference).",
-    )
-
-
 @admin.register(LegalHold)
-class LegalHoldAdmin(admin.ModelAdmin[LegalHold]):
+class LegalHoldAdmin(ReleaseMixin[LegalHold], ObjectReadOnlyMixin[LegalHold]):
     form = PlaceHoldForm
     list_display = (
         "__str__",
@@ -164,6 +158,7 @@ class LegalHoldAdmin(admin.ModelAdmin[LegalHold]):
     list_select_related = ("placed_by", "released_by")
     search_fields = ("=id", "reason")
     actions = ("release_hold",)
+    release_help_text = "Why the data no longer needs to be kept (e.g. case closed, reference)."
     readonly_fields = (
         "scope",
         "reason",
@@ -175,15 +170,6 @@ class LegalHoldAdmin(admin.ModelAdmin[LegalHold]):
         "released_at",
         "release_reason",
     )
-
-    def has_change_permission(self, request: HttpRequest, obj: LegalHold | None = None) -> bool:
-        # Release is the only change, through its own confirmation page.
-        if obj is not None:
-            return False
-        return super().has_change_permission(request, obj)
-
-    def has_delete_permission(self, request: HttpRequest, obj: LegalHold | None = None) -> bool:
-        return False
 
     def get_fields(self, request: HttpRequest, obj: LegalHold | None = None) -> tuple[str, ...]:
         if obj is None:
@@ -268,26 +254,7 @@ class LegalHoldAdmin(admin.ModelAdmin[LegalHold]):
     def release_hold(
         self, request: HttpRequest, queryset: QuerySet[LegalHold]
     ) -> HttpResponse | None:
-        if queryset.count() != 1:
-            self.message_user(
-                request,
-                "Release one hold at a time: each needs its own reason.",
-                messages.WARNING,
-            )
-            return None
-        return HttpResponseRedirect(
-            reverse("admin:retention_legalhold_release", args=[queryset.get().pk])
-        )
-
-    def get_urls(self) -> list[URLPattern]:
-        return [
-            path(
-                "<path:object_id>/release/",
-                self.admin_site.admin_view(self.release_view),
-                name="retention_legalhold_release",
-            ),
-            *super().get_urls(),
-        ]
+        return self.release_one(request, queryset, "hold")
 
     def add_view(
         self, request: HttpRequest, form_url: str = "", extra_context: dict[str, Any] | None = None
@@ -300,51 +267,34 @@ class LegalHoldAdmin(admin.ModelAdmin[LegalHold]):
         }
         return super().add_view(request, form_url, context)
 
-    def change_view(
-        self,
-        request: HttpRequest,
-        object_id: str,
-        form_url: str = "",
-        extra_context: dict[str, Any] | None = None,
-    ) -> HttpResponse:
-        context = dict(extra_context or {})
-        context["can_release"] = super().has_change_permission(request)
-        return super().change_view(request, object_id, form_url, context)
+    # Releasing: whoever may change holds, an active hold, with a reason.
 
-    def release_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
-        if not super().has_change_permission(request):
-            raise PermissionDenied
-        hold = get_object_or_404(LegalHold.objects.select_related("placed_by"), pk=object_id)
-        if hold.released_at is not None:
-            self.message_user(request, f"{hold} was already released.", messages.WARNING)
-            return HttpResponseRedirect(reverse("admin:retention_legalhold_change", args=[hold.pk]))
-        form = ReleaseForm(request.POST or None)
-        if request.method == "POST" and form.is_valid():
-            done = report_refusal(
-                self,
-                request,
-                lambda: services.legal_hold_release(
-                    hold=hold,
-                    released_by=acting_user(request),
-                    reason=form.cleaned_data["reason"],
-                    now=timezone.now(),
-                ),
-            )
-            if done is not None:
-                self.message_user(request, f"{hold} released.", messages.SUCCESS)
-                return HttpResponseRedirect(reverse("admin:retention_legalhold_changelist"))
-        return TemplateResponse(
-            request,
-            "admin/retention/legalhold/release.html",
-            {
-                **self.admin_site.each_context(request),
-                "title": f"Release {hold}",
-                "opts": self.opts,
-                "hold": hold,
-                "form": form,
-                "reach": selectors.hold_reach(hold, now=timezone.now()),
-            },
-        )
+    def has_release_permission(self, request: HttpRequest) -> bool:
+        return self.has_change_permission(request)
+
+    def release_queryset(self) -> QuerySet[LegalHold]:
+        return LegalHold.objects.select_related("placed_by")
+
+    def release_refusal(self, obj: LegalHold) -> str:
+        return "" if obj.released_at is None else f"{obj} was already released."
+
+    def release(
+        self, obj: LegalHold, *, by: AbstractBaseUser, reason: str, now: datetime
+    ) -> object:
+        return services.legal_hold_release(hold=obj, released_by=by, reason=reason, now=now)
+
+    def released_message(self, obj: LegalHold) -> str:
+        return f"{obj} released."
+
+    def released_url(self, obj: LegalHold) -> str:
+        return reverse("admin:retention_legalhold_changelist")
+
+    def release_context(self, request: HttpRequest, obj: LegalHold) -> dict[str, Any]:
+        return {
+            "title": f"Release {obj}",
+            "hold": obj,
+            "reach": selectors.hold_reach(obj, now=timezone.now()),
+        }
 
 
 def _object_lock_text(hold: LegalHold) -> str:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.models import LogEntry
 from django.contrib.contenttypes.models import ContentType
@@ -21,11 +20,8 @@ from django.utils import timezone
 
 from retention import services
 from retention.admin.base import acting_user, report_refusal
+from retention.admin.release import ReasonForm
 from retention.models import KillSwitch
-
-
-class ReasonForm(forms.Form):
-    reason = forms.CharField(widget=forms.Textarea(attrs={"rows": 2}))
 
 
 @admin.register(KillSwitch)
@@ -48,7 +44,7 @@ class KillSwitchAdmin(admin.ModelAdmin[KillSwitch]):
     ) -> HttpResponse:
         if not self.has_view_permission(request):
             raise PermissionDenied
-        return self._page(request, ReasonForm())
+        return self._page(request, ReasonForm(rows=2))
 
     def change_view(
         self,
@@ -86,7 +82,7 @@ class KillSwitchAdmin(admin.ModelAdmin[KillSwitch]):
     def _act(self, request: HttpRequest, *, pause: bool) -> HttpResponse:
         if request.method != "POST" or not self.has_change_permission(request):
             raise PermissionDenied
-        form = ReasonForm(request.POST)
+        form = ReasonForm(request.POST, rows=2)
         if not form.is_valid():
             self.message_user(request, "Give a reason.", messages.ERROR)
             return self._page(request, form)

@@ -13,13 +13,14 @@ from typing import TYPE_CHECKING, Any, TypedDict
 from django import forms
 from django.contrib import admin
 from django.db.models import Count, Q, QuerySet
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest
 from django.urls import URLPattern, path, reverse
 from django.utils import timezone
 from django.utils.html import format_html
 
 from retention import services
 from retention.admin.base import (
+    ChangeContextMixin,
     ObjectReadOnlyMixin,
     acting_user,
     report_refusal,
@@ -176,7 +177,7 @@ class _Waiting(TypedDict):
 
 
 @admin.register(Policy)
-class PolicyAdmin(ObjectReadOnlyMixin[Policy], admin.ModelAdmin[Policy]):
+class PolicyAdmin(ObjectReadOnlyMixin[Policy], ChangeContextMixin[Policy]):
     list_display = (
         "data_class",
         "mode",
@@ -252,18 +253,9 @@ class PolicyAdmin(ObjectReadOnlyMixin[Policy], admin.ModelAdmin[Policy]):
         )
         return urls + super().get_urls()
 
-    def change_view(
-        self,
-        request: HttpRequest,
-        object_id: str,
-        form_url: str = "",
-        extra_context: dict[str, Any] | None = None,
-    ) -> HttpResponse:
-        policy = self.get_object(request, object_id)
-        context = dict(extra_context or {})
-        if policy is not None:
-            context["latest_dry_run"] = dry_run_latest(data_class=policy.data_class)
-            context["can_draft"] = request.user.has_perm("retention.add_policyversion")
-            drift = class_registration_drift(policy)
-            context["registration_drift"] = drift
-        return super().change_view(request, object_id, form_url, context)
+    def change_context(self, request: HttpRequest, policy: Policy) -> dict[str, Any]:
+        return {
+            "latest_dry_run": dry_run_latest(data_class=policy.data_class),
+            "can_draft": request.user.has_perm("retention.add_policyversion"),
+            "registration_drift": class_registration_drift(policy),
+        }

@@ -21,9 +21,11 @@ from django.utils import timezone
 
 from retention import services
 from retention.admin.base import (
+    ChangeContextMixin,
     VersionDataClassFilter,
     acting_user,
     lock_refusal_message,
+    one_at_a_time,
     report_refusal,
 )
 from retention.admin.policies import LIFECYCLE_FIELDS, RULE_FORM_FIELDS, DraftForm, VersionRulesForm
@@ -47,7 +49,7 @@ if TYPE_CHECKING:
 
 
 @admin.register(PolicyVersion)
-class PolicyVersionAdmin(admin.ModelAdmin[PolicyVersion]):
+class PolicyVersionAdmin(ChangeContextMixin[PolicyVersion]):
     list_display = (
         "__str__",
         "status",
@@ -188,20 +190,7 @@ class PolicyVersionAdmin(admin.ModelAdmin[PolicyVersion]):
             self.message_user(request, str(exc), messages.ERROR)
             return HttpResponseRedirect(request.get_full_path())
 
-    def change_view(
-        self,
-        request: HttpRequest,
-        object_id: str,
-        form_url: str = "",
-        extra_context: dict[str, Any] | None = None,
-    ) -> HttpResponse:
-        version = self.get_object(request, object_id)
-        context = dict(extra_context or {})
-        if version is not None:
-            context.update(self._version_context(request, version))
-        return super().change_view(request, object_id, form_url, context)
-
-    def _version_context(self, request: HttpRequest, version: PolicyVersion) -> dict[str, Any]:
+    def change_context(self, request: HttpRequest, version: PolicyVersion) -> dict[str, Any]:
         in_force = version_in_force(policy_id=version.policy_id)
         against: PolicyVersion | None = in_force if in_force != version else None
         compare = request.GET.get("compare")
@@ -261,16 +250,12 @@ class PolicyVersionAdmin(admin.ModelAdmin[PolicyVersion]):
     def review_and_approve(
         self, request: HttpRequest, queryset: QuerySet[PolicyVersion]
     ) -> HttpResponse | None:
-        if queryset.count() != 1:
-            self.message_user(
-                request,
-                "Approve one version at a time: each needs its impact reviewed first.",
-                messages.WARNING,
-            )
-            return None
-        version = queryset.get()
-        return HttpResponseRedirect(
-            reverse("admin:retention_policyversion_review", args=[version.pk])
+        return one_at_a_time(
+            self,
+            request,
+            queryset,
+            "admin:retention_policyversion_review",
+            "Approve one version at a time: each needs its impact reviewed first.",
         )
 
     @admin.action(permissions=["retire"], description="Retire selected versions…")
@@ -350,7 +335,7 @@ class PolicyVersionAdmin(admin.ModelAdmin[PolicyVersion]):
     def review_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
         """The approval page: the diff, the impact preview, and the approve button."""
         version = self._get_version(request, object_id)
-        context = self._version_context(request, version)
+        context = self.change_context(request, version)
         context.update(
             {
                 **self.admin_site.each_context(request),

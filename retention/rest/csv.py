@@ -1,4 +1,4 @@
-"""CSV that streams: rows are written as they are read, in bounded chunks.
+"""CSV in the REST API: rows are written as they are read (``retention.csvstream``).
 
 DRF reserves ``?format=`` for choosing a renderer, so CSV is a renderer
 (``format = "csv"``, also chosen by ``Accept: text/csv``) that a view
@@ -8,9 +8,7 @@ rendered body. Errors are rendered as JSON even then.
 
 from __future__ import annotations
 
-import csv
-import io
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -19,9 +17,8 @@ from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from retention.csvstream import csv_response
 from retention.reporting import rfc3339
-
-CHUNK_BYTES = 64 * 1024
 
 
 class CSVStreamRenderer(BaseRenderer):
@@ -44,28 +41,12 @@ def _cell(value: Any) -> Any:
     return "" if value is None else value
 
 
-def csv_chunks(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> Iterator[bytes]:
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(header)
-    for row in rows:
-        writer.writerow([_cell(value) for value in row])
-        if buffer.tell() >= CHUNK_BYTES:
-            yield buffer.getvalue().encode()
-            buffer.seek(0)
-            buffer.truncate()
-    if buffer.tell():
-        yield buffer.getvalue().encode()
-
-
 def stream_csv(
     *, header: Sequence[str], rows: Iterable[Sequence[Any]], filename: str
 ) -> StreamingHttpResponse:
-    response = StreamingHttpResponse(
-        csv_chunks(header, rows), content_type="text/csv; charset=utf-8"
-    )
-    response["Content-Disposition"] = f'attachment; filename="{filename}"'
-    return response
+    """Receipts as CSV: instants in RFC 3339, lines ending in a bare newline."""
+    cells = ([_cell(value) for value in row] for row in rows)
+    return csv_response(header, cells, filename=filename, lineterminator="\n")
 
 
 class CSVStreamMixin:

@@ -14,8 +14,8 @@ app_name = "retention_api"
 urlpatterns: list[URLPattern] = []
 
 if apps.is_installed("retention.rest"):
-    from retention.rest.apis import DeletionListApi, DeletionReportApi
     from retention.rest.control import RunDetailApi, RunStartApi
+    from retention.rest.deletions import DeletionListApi, DeletionReportApi
     from retention.rest.proofs import (
         ChainHeadApi,
         ChainKeyApi,

@@ -1,4 +1,6 @@
-"""The app's endpoints: deletion receipts and report for tenants (proofs: ``proofs``).
+"""A tenant's deletions: its receipts (JSON pages or CSV) and its report.
+
+The proofs behind a receipt are ``proofs``; starting and following runs, ``control``.
 
 Thin: parse input, call one selector or service, serialize.
 """

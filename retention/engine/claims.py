@@ -19,6 +19,7 @@ from django.db import connection, transaction
 from django.db.models import F, Q
 
 from retention import counters
+from retention.chain.events import events_append
 from retention.conf import settings
 from retention.engine.ledger import run_counts_sql
 from retention.engine.rules import class_cutoff, run_scope
@@ -31,7 +32,6 @@ from retention.models import (
     Run,
 )
 from retention.selectors.holds import held_record_ids
-from retention.services.evidence import events_append
 
 
 @dataclass(frozen=True, slots=True)

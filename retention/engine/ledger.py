@@ -17,6 +17,7 @@ from typing import Any, NoReturn
 from django.db import connection, transaction
 from django.db.models import Count
 
+from retention.chain.anchors import chain_anchor_on_commit
 from retention.clock import HostClock
 from retention.disposal import ObjectDisposer
 from retention.engine.leases import run_leases_acquire, run_leases_release, runs_abandon_stale
@@ -36,7 +37,6 @@ from retention.models import (
     RunTrigger,
 )
 from retention.selectors.control import kill_switch_paused
-from retention.services.anchors import chain_anchor_on_commit
 from retention.storage import StorageUnavailable
 from retention.storage.s3_outage import UNANSWERED_REASON, run_unanswered_warn
 

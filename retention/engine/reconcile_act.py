@@ -28,6 +28,7 @@ from typing import IO, Any
 from django.db import IntegrityError, transaction
 from django.db.models import F
 
+from retention.chain.events import events_append
 from retention.digest import key_digests
 from retention.engine.claims import CLAIM_FIELDS, claimed_item
 from retention.engine.events import event_for
@@ -41,7 +42,6 @@ from retention.models import (
     RetentionRecord,
     Run,
 )
-from retention.services.evidence import events_append
 from retention.storage import MalformedKey, StorageAdapter, validate_object_key
 from retention.storage.listing import Listed, object_present
 

@@ -29,6 +29,7 @@ from typing import Any
 from django.db import transaction
 
 from retention import evidence
+from retention.chain.events import events_append
 from retention.digest import key_digests_raw
 from retention.engine.ledger import run_counts_add
 from retention.engine.row_evidence import RowEvents
@@ -39,7 +40,6 @@ from retention.models import Run
 from retention.rows.registry import RowClass
 from retention.selectors.holds import held_rows
 from retention.selectors.rows import as_instant as instant
-from retention.services.evidence import events_append
 
 _CHUNK = 2000
 

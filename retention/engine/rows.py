@@ -33,6 +33,7 @@ from typing import Any
 from django.db import models, router, transaction
 from django.db.models.deletion import Collector, ProtectedError, RestrictedError
 
+from retention.chain.events import EventsRecorded
 from retention.engine.row_evidence import RowEvents, keys_looked_up
 from retention.engine.row_files import files_delete, held_file_rows
 from retention.engine.row_plain import (
@@ -58,7 +59,6 @@ from retention.models import Disposition, EventOutcome, Policy, Run
 from retention.rows.cascade import collected_models, label
 from retention.rows.registry import RowClass
 from retention.selectors.holds import RowHolds
-from retention.services.evidence import EventsRecorded
 
 logger = logging.getLogger("retention.engine")
 

@@ -27,10 +27,7 @@ from retention.anchoring.stores import (
     S3AnchorStore,
     location_parse,
 )
-from retention.engine import BATCH_TASK
-from retention.guard import GuardReading
-from retention.models import ChainHead, EventBatch, RunMode, RunStatus, RunTrigger
-from retention.services.anchors import (
+from retention.chain.anchors import (
     ANCHORED,
     FAILED,
     NOT_DUE,
@@ -38,6 +35,9 @@ from retention.services.anchors import (
     chain_anchor,
     chain_anchor_due,
 )
+from retention.engine import BATCH_TASK
+from retention.guard import GuardReading
+from retention.models import ChainHead, EventBatch, RunMode, RunStatus, RunTrigger
 from tests.anchoring.helpers import head, heads_in, new_key, s3_anchor_setting
 from tests.helpers import dry_run, enforce, put_tracked
 

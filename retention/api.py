@@ -18,6 +18,7 @@ from django.utils import timezone
 from retention import services
 from retention.clock import db_now
 from retention.conf import settings
+from retention.engine.at_write import record_dispose_at_write
 from retention.engine.rules import run_rules
 from retention.exceptions import (
     EnforcementNotAllowed,
@@ -146,13 +147,16 @@ def track(
     now: datetime | None = None,
 ) -> RetentionRecord:
     """Start the retention clock of an object the host has just written."""
-    return services.record_track(
+    now = _now(now)
+    record = services.record_track(
         tenant_id=tenant_id,
         data_class=data_class,
         object_key=object_key,
         storage=storage,
-        now=_now(now),
+        now=now,
     )
+    record_dispose_at_write(record=record, now=now)
+    return record
 
 
 def renew(record: RetentionRecord, *, now: datetime | None = None) -> RetentionRecord:

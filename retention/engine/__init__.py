@@ -17,6 +17,8 @@ claims ← events ← page ← stepping ← executors):
 - ``inline`` and ``queued`` (+ ``batch``): the two executors; a queued run
   moves in bounded tasks (an arm task, then batches that claim their
   successors), so no task holds a worker for the whole run;
+- ``at_write``: a zero-period object swept by a run of its own once the
+  host's transaction that tracked it commits;
 - ``publish``: task names and how queued runs are published;
 - ``schedule``: the nightly sweep and its watchdog;
 - ``reconcile`` (+ ``reconcile_act``, ``reconcile_locks``): the store

@@ -15,10 +15,9 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import models
 from django.utils import timezone
 
-from retention import services
+from retention import engine, services
 from retention.clock import db_now
 from retention.conf import settings
-from retention.engine.at_write import record_dispose_at_write
 from retention.engine.rules import run_rules
 from retention.exceptions import (
     EnforcementNotAllowed,
@@ -155,7 +154,7 @@ def track(
         storage=storage,
         now=now,
     )
-    record_dispose_at_write(record=record, now=now)
+    engine.record_dispose_at_write(record=record, now=now)
     return record
 
 

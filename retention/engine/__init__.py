@@ -30,6 +30,7 @@ tasks, REST API, admin) and for ``retention.api``.
 
 from __future__ import annotations
 
+from retention.engine.at_write import record_dispose_at_write
 from retention.engine.batch import batch_dispose
 from retention.engine.claims import Claim, ClaimedItem, records_claim, records_claim_next
 from retention.engine.events import ClaimOutcome
@@ -76,6 +77,7 @@ __all__ = [
     "claim_dispose",
     "class_cutoff",
     "reconcile_run",
+    "record_dispose_at_write",
     "records_claim",
     "records_claim_next",
     "run_abort",

@@ -18,7 +18,6 @@ from django.utils import timezone
 from retention import engine, services
 from retention.clock import db_now
 from retention.conf import settings
-from retention.engine.rules import run_rules
 from retention.exceptions import (
     EnforcementNotAllowed,
     FourEyesViolation,
@@ -48,6 +47,7 @@ from retention.rows.registry import Evidence, RowClass, Scope
 from retention.selectors import holds as selectors
 from retention.selectors.explain import RetentionExplanation, record_retention_explain
 from retention.selectors.holds import RowHolds, held_rows
+from retention.selectors.run_rules import run_rules
 
 __all__ = [
     "EnforcementNotAllowed",

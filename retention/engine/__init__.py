@@ -51,7 +51,6 @@ from retention.engine.publish import (
 )
 from retention.engine.queued import run_advance, run_dispatch
 from retention.engine.reconcile import reconcile_run
-from retention.engine.rules import class_cutoff
 from retention.engine.schedule import (
     SWEEP_SCHEDULE,
     WATCHDOG_SCHEDULE,
@@ -75,7 +74,6 @@ __all__ = [
     "ScheduleChange",
     "batch_dispose",
     "claim_dispose",
-    "class_cutoff",
     "reconcile_run",
     "record_dispose_at_write",
     "records_claim",

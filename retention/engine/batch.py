@@ -55,12 +55,13 @@ from retention.engine.overlap import Overlap
 from retention.engine.page import Clock, claim_dispose
 from retention.engine.queued import Guard, batch_release, foreground_guard, run_advance
 from retention.engine.row_batch import rows_batch
-from retention.engine.rules import class_cutoff, rules_version, run_rules
+from retention.engine.rules import rules_version
 from retention.engine.stepping import Stepper
 from retention.models import BatchState, RecordState, RetentionRecord, Run, RunBatch, RunStatus
 from retention.pacing import gate_for
 from retention.rows.registry import row_class
 from retention.selectors.control import kill_switch_paused
+from retention.selectors.run_rules import class_cutoff, run_rules
 
 logger = logging.getLogger("retention.dispatch")
 

@@ -22,7 +22,7 @@ from retention import counters
 from retention.chain.events import events_append
 from retention.conf import settings
 from retention.engine.ledger import run_counts_sql
-from retention.engine.rules import class_cutoff, run_scope
+from retention.engine.rules import run_scope
 from retention.models import (
     Policy,
     PolicyVersion,
@@ -32,6 +32,7 @@ from retention.models import (
     Run,
 )
 from retention.selectors.holds import held_record_ids
+from retention.selectors.run_rules import class_cutoff
 
 
 @dataclass(frozen=True, slots=True)

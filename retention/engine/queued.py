@@ -51,7 +51,6 @@ from retention.engine.measure import retry_next_due, run_measure
 from retention.engine.page import stranded_settle
 from retention.engine.publish import BATCH_TASK
 from retention.engine.row_sweep import row_class_names
-from retention.engine.rules import class_cutoff, run_rules
 from retention.engine.stepping import Clock, Monotonic, Stepper
 from retention.models import (
     BatchState,
@@ -62,6 +61,7 @@ from retention.models import (
     RunMode,
     RunStatus,
 )
+from retention.selectors.run_rules import class_cutoff, run_rules
 
 if TYPE_CHECKING:
     from retention.guard import GuardReading

@@ -35,11 +35,11 @@ from retention.engine.ledger import run_counts_add
 from retention.engine.row_evidence import RowEvents
 from retention.engine.row_files import held_files_q
 from retention.engine.row_measure import rows_pending
-from retention.engine.rules import ClassRules
 from retention.models import Run
 from retention.rows.registry import RowClass
 from retention.selectors.holds import held_rows
 from retention.selectors.rows import as_instant as instant
+from retention.selectors.run_rules import ClassRules
 
 _CHUNK = 2000
 

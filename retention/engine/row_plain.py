@@ -23,10 +23,10 @@ from retention.chain.events import EventsRecorded
 from retention.chain.row_keys import key_recorded
 from retention.engine.row_evidence import PageGroup, RowEvents
 from retention.engine.row_select import RowCursor, RowPage, locked_page
-from retention.engine.rules import ClassRules
 from retention.models import EventOutcome, RowEventKey, Run
 from retention.rows.cascade import cascade_models, label
 from retention.rows.registry import RowClass
+from retention.selectors.run_rules import ClassRules
 
 
 class CascadeViolation(Exception):

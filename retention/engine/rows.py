@@ -54,11 +54,11 @@ from retention.engine.row_select import (
     select_page,
     unheld_read,
 )
-from retention.engine.rules import ClassRules
 from retention.models import Disposition, EventOutcome, Policy, Run
 from retention.rows.cascade import collected_models, label
 from retention.rows.registry import RowClass
 from retention.selectors.holds import RowHolds
+from retention.selectors.run_rules import ClassRules
 
 logger = logging.getLogger("retention.engine")
 

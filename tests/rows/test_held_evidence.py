@@ -30,7 +30,6 @@ from retention import api, engine, evidence, redaction
 from retention.digest import key_digest
 from retention.engine import BATCH_TASK
 from retention.engine.row_evidence import RowEvents
-from retention.engine.rules import run_rules
 from retention.guard import GuardReading
 from retention.models import (
     DeletionEvent,
@@ -46,6 +45,7 @@ from retention.models import (
 from retention.receipts import verify_receipt
 from retention.rows.registry import row_class_required
 from retention.selectors.evidence import chain_head, receipt_for
+from retention.selectors.run_rules import run_rules
 from tests.helpers import chain_ok, put_tracked
 from tests.rowhost.models import Account, RequestLog, Shipment, WebSession
 

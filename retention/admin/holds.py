@@ -23,7 +23,7 @@ from retention import services
 from retention.admin.base import TenantFilter, acting_user, report_refusal
 from retention.models import LegalHold, ObjectLockStatus, Policy, RetentionRecord
 from retention.rows.registry import row_classes
-from retention.selectors import admin as selectors
+from retention.selectors.hold_reach import HoldReach, hold_reach
 
 
 class PlaceHoldForm(forms.ModelForm[LegalHold]):
@@ -211,7 +211,7 @@ class LegalHoldAdmin(admin.ModelAdmin[LegalHold]):
     def protects_now(self, obj: LegalHold) -> str:
         if obj.released_at is not None:
             return "— (released)"
-        reach = selectors.hold_reach(obj, now=timezone.now())
+        reach = hold_reach(obj, now=timezone.now())
         return _reach_text(reach)
 
     @admin.display(description="Object Lock legal holds")
@@ -251,7 +251,7 @@ class LegalHoldAdmin(admin.ModelAdmin[LegalHold]):
     def response_add(
         self, request: HttpRequest, obj: LegalHold, post_url_continue: str | None = None
     ) -> HttpResponse:
-        reach = selectors.hold_reach(obj, now=timezone.now())
+        reach = hold_reach(obj, now=timezone.now())
         self.message_user(
             request, f"{obj} placed. It protects {_reach_text(reach)}.", messages.SUCCESS
         )
@@ -342,7 +342,7 @@ class LegalHoldAdmin(admin.ModelAdmin[LegalHold]):
                 "opts": self.opts,
                 "hold": hold,
                 "form": form,
-                "reach": selectors.hold_reach(hold, now=timezone.now()),
+                "reach": hold_reach(hold, now=timezone.now()),
             },
         )
 
@@ -364,7 +364,7 @@ def _object_lock_text(hold: LegalHold) -> str:
     return "not mirrored (no storage in RETENTION_OBJECT_LOCK_HOLDS, or a hold on a row)"
 
 
-def _reach_text(reach: selectors.HoldReach) -> str:
+def _reach_text(reach: HoldReach) -> str:
     if reach.on_row:
         if not reach.rows:
             return "0 rows now (the row is gone)"

@@ -77,7 +77,7 @@ lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
-# The import contracts of pyproject.toml: models <- selectors <- services and
+# The import contracts of pyproject.toml: models <- selectors <- chain <- services <-
 # engine <- interfaces; the core imports neither the REST API nor the admin.
 contracts: install
 	$(VENV)/bin/lint-imports

@@ -59,7 +59,7 @@ def seed(count: int, version: Any, offset: int) -> None:
 def unchained_append(events: Any, *, run_id: Any, now: datetime, **_: Any) -> list[Any]:
     # The same insert as the chained path (COPY on PostgreSQL), without the
     # batch, the hashing and the chain head.
-    from retention.services.evidence import _insert
+    from retention.chain.events import _insert
 
     _insert(events)
     return list(events)

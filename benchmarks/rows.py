@@ -82,7 +82,6 @@ from retention import api, redaction  # noqa: E402
 from retention.engine import run_execute, run_finish, run_start  # noqa: E402
 from retention.engine.row_redact import row_mark  # noqa: E402
 from retention.engine.row_select import RowCursor, page_timeouts, rows_due, select_page  # noqa: E402
-from retention.engine.rules import run_rules  # noqa: E402
 from retention.models import (  # noqa: E402
     DeletionEvent,
     EventOutcome,
@@ -93,6 +92,7 @@ from retention.models import (  # noqa: E402
 )
 from retention.rows.checks import check_row_classes  # noqa: E402
 from retention.rows.registry import RowClass  # noqa: E402
+from retention.selectors.run_rules import run_rules  # noqa: E402
 from tests.rowhost.models import Account, RequestLog  # noqa: E402
 
 BATCH_SIZE = 1000

@@ -15,10 +15,9 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import models
 from django.utils import timezone
 
-from retention import services
+from retention import engine, services
 from retention.clock import db_now
 from retention.conf import settings
-from retention.engine.rules import run_rules
 from retention.exceptions import (
     EnforcementNotAllowed,
     FourEyesViolation,
@@ -48,6 +47,7 @@ from retention.rows.registry import Evidence, RowClass, Scope
 from retention.selectors import holds as selectors
 from retention.selectors.explain import RetentionExplanation, record_retention_explain
 from retention.selectors.holds import RowHolds, held_rows
+from retention.selectors.run_rules import run_rules
 
 __all__ = [
     "EnforcementNotAllowed",
@@ -146,13 +146,16 @@ def track(
     now: datetime | None = None,
 ) -> RetentionRecord:
     """Start the retention clock of an object the host has just written."""
-    return services.record_track(
+    now = _now(now)
+    record = services.record_track(
         tenant_id=tenant_id,
         data_class=data_class,
         object_key=object_key,
         storage=storage,
-        now=_now(now),
+        now=now,
     )
+    engine.record_dispose_at_write(record=record, now=now)
+    return record
 
 
 def renew(record: RetentionRecord, *, now: datetime | None = None) -> RetentionRecord:

@@ -15,10 +15,10 @@ from typing import Any
 from django.utils.dateparse import parse_datetime
 
 from retention.durations import format_duration
-from retention.engine.rules import ClassRules, class_cutoff, run_rules
 from retention.models import Run as RunModel
 from retention.models import RunMode, RunStatus
 from retention.rows.registry import row_class
+from retention.selectors.run_rules import ClassRules, class_cutoff, run_rules
 
 
 def rfc3339(value: datetime | None) -> str | None:

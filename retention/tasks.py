@@ -12,9 +12,9 @@ from __future__ import annotations
 from typing import Any
 
 from retention import engine
+from retention.chain.anchors import chain_anchor_due
 from retention.clock import db_now, host_clock_read
 from retention.models import RunTrigger
-from retention.services.anchors import chain_anchor_due
 from retention.services.hold_mirror import hold_mirror_continue, hold_mirrors_resume
 
 

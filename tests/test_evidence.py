@@ -126,9 +126,9 @@ def test_event_leaf__fast_path_hashes_exactly_like_the_reference(db):
     import uuid
     from datetime import timedelta
 
+    from retention.chain.events import event_leaf
     from retention.models import DeletionEvent
     from retention.selectors.evidence import event_fields
-    from retention.services.evidence import event_leaf
 
     when = datetime(2026, 3, 14, 12, 0, 0, 123, tzinfo=UTC)
     for run_id, text in [

@@ -14,7 +14,7 @@ from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.utils import timezone
 
-from retention.selectors import admin as selectors
+from retention.selectors.class_health import DayPoint, dashboard
 
 if TYPE_CHECKING:
     from django.contrib.admin import ModelAdmin
@@ -68,7 +68,7 @@ def _scale_max(value: int) -> int:
     return -(-value // magnitude) * magnitude
 
 
-def build_chart(days: list[selectors.DayPoint]) -> Chart:
+def build_chart(days: list[DayPoint]) -> Chart:
     plot_w = WIDTH - LEFT - RIGHT
     plot_h = HEIGHT - TOP - BOTTOM
     bottom = TOP + plot_h
@@ -116,9 +116,9 @@ def dashboard_view(model_admin: ModelAdmin[Policy], request: HttpRequest) -> Htt
     if not model_admin.has_view_permission(request):
         raise PermissionDenied
     data_class = request.GET.get("data_class") or None
-    board = selectors.dashboard(now=timezone.now(), data_class=data_class)
+    board = dashboard(now=timezone.now(), data_class=data_class)
     if data_class is not None and data_class not in {c.data_class for c in board.classes}:
-        board = selectors.dashboard(now=board.now)
+        board = dashboard(now=board.now)
     context = {
         **model_admin.admin_site.each_context(request),
         "title": "Retention dashboard",

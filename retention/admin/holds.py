@@ -24,7 +24,7 @@ from retention.admin.base import ObjectReadOnlyMixin, TenantFilter, acting_user
 from retention.admin.release import ReleaseMixin
 from retention.models import LegalHold, ObjectLockStatus, Policy, RetentionRecord
 from retention.rows.registry import row_classes
-from retention.selectors import admin as selectors
+from retention.selectors.hold_reach import HoldReach, hold_reach
 
 
 class PlaceHoldForm(forms.ModelForm[LegalHold]):
@@ -197,7 +197,7 @@ class LegalHoldAdmin(ReleaseMixin[LegalHold], ObjectReadOnlyMixin[LegalHold]):
     def protects_now(self, obj: LegalHold) -> str:
         if obj.released_at is not None:
             return "— (released)"
-        reach = selectors.hold_reach(obj, now=timezone.now())
+        reach = hold_reach(obj, now=timezone.now())
         return _reach_text(reach)
 
     @admin.display(description="Object Lock legal holds")
@@ -237,7 +237,7 @@ class LegalHoldAdmin(ReleaseMixin[LegalHold], ObjectReadOnlyMixin[LegalHold]):
     def response_add(
         self, request: HttpRequest, obj: LegalHold, post_url_continue: str | None = None
     ) -> HttpResponse:
-        reach = selectors.hold_reach(obj, now=timezone.now())
+        reach = hold_reach(obj, now=timezone.now())
         self.message_user(
             request, f"{obj} placed. It protects {_reach_text(reach)}.", messages.SUCCESS
         )
@@ -293,7 +293,7 @@ class LegalHoldAdmin(ReleaseMixin[LegalHold], ObjectReadOnlyMixin[LegalHold]):
         return {
             "title": f"Release {obj}",
             "hold": obj,
-            "reach": selectors.hold_reach(obj, now=timezone.now()),
+            "reach": hold_reach(obj, now=timezone.now()),
         }
 
 
@@ -314,7 +314,7 @@ def _object_lock_text(hold: LegalHold) -> str:
     return "not mirrored (no storage in RETENTION_OBJECT_LOCK_HOLDS, or a hold on a row)"
 
 
-def _reach_text(reach: selectors.HoldReach) -> str:
+def _reach_text(reach: HoldReach) -> str:
     if reach.on_row:
         if not reach.rows:
             return "0 rows now (the row is gone)"

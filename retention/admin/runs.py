@@ -28,7 +28,6 @@ from retention.admin.base import (
     report_refusal,
 )
 from retention.conf import settings
-from retention.engine.rules import run_rules
 from retention.models import (
     RUN_COUNT_FIELDS,
     DataClassMode,
@@ -42,6 +41,7 @@ from retention.models import (
 from retention.reporting import oldest_due
 from retention.rows.registry import row_class
 from retention.selectors.policies import version_in_force
+from retention.selectors.run_rules import run_rules
 from retention.selectors.runs import dry_run_reviewable
 from retention.services import governance
 from retention.services.policies import APPROVE_PERMISSION

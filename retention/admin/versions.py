@@ -35,9 +35,9 @@ from retention.exceptions import RetentionError
 from retention.models import PolicyVersion, PolicyVersionStatus
 from retention.rows.cascade import cascade_of
 from retention.rows.registry import row_class
-from retention.selectors import admin as selectors
 from retention.selectors.impact import impact_preview
 from retention.selectors.policies import version_in_force, version_or_latest
+from retention.selectors.version_changes import version_diff
 from retention.services import governance
 from retention.services.policies import APPROVE_PERMISSION, RETIRE_PERMISSION
 
@@ -197,7 +197,7 @@ class PolicyVersionAdmin(ChangeContextMixin[PolicyVersion]):
         others = list(version.policy.versions.exclude(pk=version.pk).order_by("number"))
         if compare and compare.isdigit():
             against = next((v for v in others if v.number == int(compare)), against)
-        diff = selectors.version_diff(version, against)
+        diff = version_diff(version, against)
         submitted = version.status == PolicyVersionStatus.SUBMITTED
         row = row_class(version.policy.data_class)
         return {

@@ -4,5 +4,5 @@
 verifier's (``retention.receipts.signed_heads``); ``stores`` writes statements to a
 directory or an S3 bucket and never overwrites one; ``checks`` validates the
 settings. The database side (when to anchor, how anchors are compared with
-the chain) is ``retention.services.anchors`` and ``retention.selectors.anchors``.
+the chain) is ``retention.chain.anchors`` and ``retention.selectors.anchors``.
 """

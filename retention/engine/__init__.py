@@ -17,6 +17,8 @@ claims ← events ← page ← stepping ← executors):
 - ``inline`` and ``queued`` (+ ``batch``): the two executors; a queued run
   moves in bounded tasks (an arm task, then batches that claim their
   successors), so no task holds a worker for the whole run;
+- ``at_write``: a zero-period object swept by a run of its own once the
+  host's transaction that tracked it commits;
 - ``publish``: task names and how queued runs are published;
 - ``schedule``: the nightly sweep and its watchdog;
 - ``reconcile`` (+ ``reconcile_act``, ``reconcile_locks``): the store
@@ -28,6 +30,7 @@ tasks, REST API, admin) and for ``retention.api``.
 
 from __future__ import annotations
 
+from retention.engine.at_write import record_dispose_at_write
 from retention.engine.batch import batch_dispose
 from retention.engine.claims import Claim, ClaimedItem, records_claim, records_claim_next
 from retention.engine.events import ClaimOutcome
@@ -48,7 +51,6 @@ from retention.engine.publish import (
 )
 from retention.engine.queued import run_advance, run_dispatch
 from retention.engine.reconcile import reconcile_run
-from retention.engine.rules import class_cutoff
 from retention.engine.schedule import (
     SWEEP_SCHEDULE,
     WATCHDOG_SCHEDULE,
@@ -72,8 +74,8 @@ __all__ = [
     "ScheduleChange",
     "batch_dispose",
     "claim_dispose",
-    "class_cutoff",
     "reconcile_run",
+    "record_dispose_at_write",
     "records_claim",
     "records_claim_next",
     "run_abort",

@@ -19,9 +19,10 @@ from django.db import connection, transaction
 from django.db.models import F, Q
 
 from retention import counters
+from retention.chain.events import events_append
 from retention.conf import settings
 from retention.engine.ledger import run_counts_sql
-from retention.engine.rules import class_cutoff, run_scope
+from retention.engine.rules import run_scope
 from retention.models import (
     Policy,
     PolicyVersion,
@@ -31,7 +32,7 @@ from retention.models import (
     Run,
 )
 from retention.selectors.holds import held_record_ids
-from retention.services.evidence import events_append
+from retention.selectors.run_rules import class_cutoff
 
 
 @dataclass(frozen=True, slots=True)

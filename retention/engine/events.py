@@ -1,7 +1,7 @@
 """Deletion events of claimed items: their idempotency keys, and the held skips of a run.
 
 Every decision about a record leaves one event in the hash chain
-(``retention.services.evidence``). The idempotency key (policy version +
+(``retention.chain.events``). The idempotency key (policy version +
 record + disposition, plus the outcome and attempt or row version where one
 record can see that outcome more than once, and the run for a skip, which
 every run that skips the record records again) is unique, so a replayed page
@@ -18,11 +18,11 @@ from datetime import datetime
 from django.db import transaction
 from django.db.models import Exists, OuterRef
 
+from retention.chain.events import NewEvent, events_append
 from retention.engine.claims import ClaimedItem
 from retention.engine.ledger import run_counts_add
 from retention.engine.rules import expired_pending
 from retention.models import DeletionEvent, EventKind, EventOutcome, RecordState, Run
-from retention.services.evidence import NewEvent, events_append
 
 
 @dataclass

@@ -20,6 +20,7 @@ from functools import partial
 from django.db import connection, transaction
 
 from retention import counters
+from retention.chain.events import NewEvent, events_append
 from retention.conf import settings
 from retention.engine.claims import Claim, ClaimedItem
 from retention.engine.events import ClaimOutcome, event_for
@@ -31,7 +32,6 @@ from retention.selectors.holds import (
     holds_after_recheck,
     holds_first_covering,
 )
-from retention.services.evidence import NewEvent, events_append
 from retention.storage import KeyResult, Outcome
 
 logger = logging.getLogger("retention.engine")

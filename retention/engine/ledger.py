@@ -17,11 +17,12 @@ from typing import Any, NoReturn
 from django.db import connection, transaction
 from django.db.models import Count
 
+from retention.chain.anchors import chain_anchor_on_commit
 from retention.clock import HostClock
 from retention.disposal import ObjectDisposer
 from retention.engine.leases import run_leases_acquire, run_leases_release, runs_abandon_stale
 from retention.engine.outage import runs_abandon_orphaned
-from retention.engine.rules import ClassRules, expired_pending
+from retention.engine.rules import class_rules_for, expired_pending
 from retention.exceptions import RunRefused
 from retention.models import (
     RUN_COUNT_FIELDS,
@@ -36,7 +37,6 @@ from retention.models import (
     RunTrigger,
 )
 from retention.selectors.control import kill_switch_paused
-from retention.services.anchors import chain_anchor_on_commit
 from retention.storage import StorageUnavailable
 from retention.storage.s3_outage import UNANSWERED_REASON, run_unanswered_warn
 
@@ -93,7 +93,7 @@ def run_start(
         if refusal is None and kill_switch_paused():
             refusal = ("Retention is paused (kill switch); resume it first.", "paused")
 
-    rules = [ClassRules.for_policy(p, started_at=now) for p in chosen]
+    rules = [class_rules_for(p, started_at=now) for p in chosen]
     margin = max((r.safety_margin for r in rules), default=timedelta(0))
     report: dict[str, Any] = {"rules": {r.data_class: r.as_json() for r in rules}}
     if record_ids:

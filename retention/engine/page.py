@@ -21,6 +21,7 @@ from django.db import transaction
 from django.db.models import F
 
 from retention import counters
+from retention.chain.events import NewEvent, events_append
 from retention.conf import settings
 from retention.disposal import DisposalItem, Disposer, ObjectDisposer, objects_present
 from retention.engine.claims import Claim, ClaimedItem, records_claim_stranded
@@ -31,7 +32,6 @@ from retention.engine.outage import db_retry
 from retention.models import EventOutcome, RecordState, RetentionRecord, Run
 from retention.pacing import RateGate, gate_for
 from retention.selectors.holds import held_record_ids
-from retention.services.evidence import NewEvent, events_append
 from retention.storage import KeyResult, Outcome
 
 Clock = Callable[[], datetime]

@@ -11,15 +11,14 @@ broker: they do not change between versions.
 from __future__ import annotations
 
 import logging
-import os
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import transaction
 from django_q.models import Schedule
-from django_q.tasks import async_task
 
+from retention.broker import Publish, publish_task
 from retention.clock import db_now
 from retention.engine.ledger import run_abort, run_start
 from retention.exceptions import RunRefused
@@ -35,38 +34,6 @@ RESUME_TASK = "retention.tasks.run_resume"
 # A running queued run keeps one resumption pending this far ahead: the
 # scheduler (which looks every 30 s) fires it 10-40 s later.
 RESUME_AFTER_SECONDS = 10
-
-# (dotted task path, payload, task name) -> None; raises when it cannot publish.
-Publish = Callable[[str, dict[str, Any], str], None]
-
-
-def publish_task(func: str, payload: dict[str, Any], name: str) -> None:
-    """Publish one task through django-q2 to this project's cluster."""
-    async_task(func, payload, task_name=name, group="retention")
-
-
-_publishers: dict[int, Publish] = {}
-
-
-def batch_publisher() -> Publish:
-    """A publisher holding one broker per process for the many batches it publishes.
-
-    Building a broker per task would, on the ORM broker, also close and
-    reopen the database connection every time, and on Redis open a new
-    connection pool. Keyed by process id: a forked worker builds its own.
-    """
-    pid = os.getpid()
-    if pid not in _publishers:
-        from django_q.brokers import get_broker
-
-        broker = get_broker()
-
-        def publish(func: str, payload: dict[str, Any], name: str) -> None:
-            async_task(func, payload, task_name=name, group="retention", broker=broker)
-
-        _publishers.clear()
-        _publishers[pid] = publish
-    return _publishers[pid]
 
 
 def dispatcher_name(run: Run) -> str:

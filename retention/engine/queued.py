@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 from django.db import transaction
 from django.db.models import Count, Q, QuerySet
 
+from retention.broker import Publish, batch_publisher
 from retention.clock import db_now
 from retention.conf import settings
 from retention.engine.breaker import breaker_decide, breaker_held
@@ -48,9 +49,8 @@ from retention.engine.inline import run_execute
 from retention.engine.ledger import run_finish
 from retention.engine.measure import retry_next_due, run_measure
 from retention.engine.page import stranded_settle
-from retention.engine.publish import BATCH_TASK, Publish, batch_publisher
+from retention.engine.publish import BATCH_TASK
 from retention.engine.row_sweep import row_class_names
-from retention.engine.rules import class_cutoff, run_rules
 from retention.engine.stepping import Clock, Monotonic, Stepper
 from retention.models import (
     BatchState,
@@ -61,6 +61,7 @@ from retention.models import (
     RunMode,
     RunStatus,
 )
+from retention.selectors.run_rules import class_cutoff, run_rules
 
 if TYPE_CHECKING:
     from retention.guard import GuardReading

@@ -48,7 +48,7 @@ from retention.models import (
     RunStatus,
     RunTrigger,
 )
-from retention.services.hold_mirror import mirrored_storages
+from retention.selectors.holds import mirrored_storages
 from retention.storage import StorageAdapter, StorageUnavailable, get_adapter
 from retention.storage.listing import Listed, ListingFailed, objects_listed
 

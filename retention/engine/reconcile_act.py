@@ -28,6 +28,7 @@ from typing import IO, Any
 from django.db import IntegrityError, transaction
 from django.db.models import F
 
+from retention.chain.events import events_append
 from retention.digest import key_digests
 from retention.engine.claims import CLAIM_FIELDS, claimed_item
 from retention.engine.events import event_for
@@ -41,7 +42,7 @@ from retention.models import (
     RetentionRecord,
     Run,
 )
-from retention.services.evidence import events_append
+from retention.selectors.policies import version_in_force
 from retention.storage import MalformedKey, StorageAdapter, validate_object_key
 from retention.storage.listing import Listed, object_present
 
@@ -186,7 +187,6 @@ class TenantPattern:
 def adopt_target(data_class: str, *, now: datetime) -> PolicyVersion:
     """The version in force of the class orphans are adopted into."""
     from retention.rows.registry import row_class
-    from retention.services.policies import policy_version_in_force
 
     if row_class(data_class) is not None:
         raise RunRefused(
@@ -195,10 +195,14 @@ def adopt_target(data_class: str, *, now: datetime) -> PolicyVersion:
         )
     if not Policy.objects.filter(data_class=data_class).exists():
         raise RunRefused(f"--adopt: unknown data class {data_class!r}.", reason="bad_arguments")
-    try:
-        return policy_version_in_force(data_class=data_class)
-    except Exception as exc:
-        raise RunRefused(f"--adopt {data_class}: {exc}", reason="bad_arguments") from exc
+    version = version_in_force(data_class=data_class)
+    if version is None:
+        raise RunRefused(
+            f"--adopt {data_class}: Data class {data_class!r} has no approved policy version; "
+            "a version must be submitted and approved by a second person first.",
+            reason="bad_arguments",
+        )
+    return version
 
 
 def findings_act(

@@ -26,15 +26,16 @@ from django.db import transaction
 from django.db.models import F
 from django.utils.dateparse import parse_datetime
 
+from retention.chain.events import chain_head_lock
 from retention.conf import settings
 from retention.engine.row_held import held_rows_record
 from retention.engine.row_select import RowCursor
 from retention.engine.rows import rows_page
-from retention.engine.rules import registration_recheck, run_rules
+from retention.engine.rules import registration_recheck
 from retention.engine.stepping import Stepper
 from retention.models import PolicyVersion, Run, RunBatch, RunStatus
 from retention.rows.registry import row_class_required
-from retention.services.evidence import chain_head_lock
+from retention.selectors.run_rules import run_rules
 
 
 def rows_batch(

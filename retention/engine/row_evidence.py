@@ -29,15 +29,15 @@ from typing import Any
 from django.conf import settings as django_settings
 from django.db import models
 
+from retention.chain.events import NewEvent, events_append
+from retention.chain.row_keys import row_keys_record
 from retention.digest import key_digest, key_digests_raw
 from retention.engine.ledger import run_counts_sql
-from retention.engine.rules import ClassRules
 from retention.models import EventKind, EventOutcome, Run
 from retention.receipts import evidence
 from retention.rows.registry import RowClass
 from retention.selectors.rows import as_instant as instant
-from retention.services.evidence import NewEvent, events_append
-from retention.services.row_keys import row_keys_record
+from retention.selectors.run_rules import ClassRules
 
 # (pk, time, tenant) of a row, as pages read them.
 Row = tuple[Any, datetime, Any]

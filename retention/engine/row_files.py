@@ -20,13 +20,13 @@ from django.core.files.storage import Storage, default_storage, storages
 from django.db import transaction
 from django.db.models import FileField, Q
 
+from retention.chain.events import events_append
 from retention.engine.claims import CLAIM_FIELDS, claimed_item
 from retention.engine.events import event_for
 from retention.engine.ledger import run_counts_add
 from retention.models import EventOutcome, LegalHold, RecordState, RetentionRecord, Run
 from retention.rows.registry import RowClass
 from retention.selectors.holds import holds_after_recheck
-from retention.services.evidence import events_append
 
 logger = logging.getLogger("retention.engine")
 

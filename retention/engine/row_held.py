@@ -28,18 +28,18 @@ from typing import Any
 
 from django.db import transaction
 
+from retention.chain.events import events_append
 from retention.digest import key_digests_raw
 from retention.engine.ledger import run_counts_add
 from retention.engine.row_evidence import RowEvents
 from retention.engine.row_files import held_files_q
 from retention.engine.row_measure import rows_pending
-from retention.engine.rules import ClassRules
 from retention.models import Run
 from retention.receipts import evidence
 from retention.rows.registry import RowClass
 from retention.selectors.holds import held_rows
 from retention.selectors.rows import as_instant as instant
-from retention.services.evidence import events_append
+from retention.selectors.run_rules import ClassRules
 
 _CHUNK = 2000
 

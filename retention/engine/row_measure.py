@@ -19,11 +19,11 @@ from django.db.models.functions import Cast
 
 from retention.engine.row_redact import row_mark
 from retention.engine.row_select import after_cursor, rows_due
-from retention.engine.rules import ClassRules
 from retention.models import Disposition, RowSkip, Run
 from retention.rows.registry import RowClass
 from retention.selectors.holds import held_rows
 from retention.selectors.rows import as_instant as instant
+from retention.selectors.run_rules import ClassRules
 
 # How many due rows a dry run runs the collector over, per class.
 MEASURED_ROWS = 1000

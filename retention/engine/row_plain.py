@@ -19,14 +19,14 @@ from django.core.exceptions import EmptyResultSet, FieldDoesNotExist
 from django.db import IntegrityError, connections, models, router
 from django.db.models.deletion import Collector
 
+from retention.chain.events import EventsRecorded
+from retention.chain.row_keys import key_recorded
 from retention.engine.row_evidence import PageGroup, RowEvents
 from retention.engine.row_select import RowCursor, RowPage, locked_page
-from retention.engine.rules import ClassRules
 from retention.models import EventOutcome, RowEventKey, Run
 from retention.rows.cascade import cascade_models, label
 from retention.rows.registry import RowClass
-from retention.services.evidence import EventsRecorded
-from retention.services.row_keys import key_recorded
+from retention.selectors.run_rules import ClassRules
 
 
 class CascadeViolation(Exception):

@@ -29,9 +29,9 @@ from retention.engine.row_select import (
     select_page,
     unheld_read,
 )
-from retention.engine.rules import ClassRules
 from retention.models import EventOutcome, RowMark, RowSkip, Run
 from retention.rows.registry import RowClass
+from retention.selectors.run_rules import ClassRules
 
 logger = logging.getLogger("retention.engine")
 

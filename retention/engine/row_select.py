@@ -16,10 +16,10 @@ from django.db import connection, models
 from django.db.models import Q
 
 from retention.conf import settings
-from retention.engine.rules import ClassRules
 from retention.models import Run
 from retention.rows.registry import RowClass
 from retention.selectors.holds import RowHolds, held_rows
+from retention.selectors.run_rules import ClassRules
 
 ReadT = TypeVar("ReadT", bound=Sized | int)
 

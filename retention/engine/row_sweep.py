@@ -32,11 +32,12 @@ from retention.engine.row_held import held_rows_record
 from retention.engine.row_plain import plain_delete
 from retention.engine.row_select import RowCursor, RowPage
 from retention.engine.rows import rows_page
-from retention.engine.rules import ClassRules, registration_recheck, rules_version
+from retention.engine.rules import registration_recheck, rules_version
 from retention.engine.stepping import Clock
 from retention.models import Disposition, Policy, Run
 from retention.rows.registry import row_class, row_class_required
 from retention.selectors.control import kill_switch_paused
+from retention.selectors.run_rules import ClassRules
 
 logger = logging.getLogger("retention.engine")
 

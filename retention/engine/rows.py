@@ -33,6 +33,7 @@ from typing import Any
 from django.db import models, router, transaction
 from django.db.models.deletion import Collector, ProtectedError, RestrictedError
 
+from retention.chain.events import EventsRecorded
 from retention.engine.row_evidence import RowEvents, keys_looked_up
 from retention.engine.row_files import files_delete, held_file_rows
 from retention.engine.row_plain import (
@@ -53,12 +54,11 @@ from retention.engine.row_select import (
     select_page,
     unheld_read,
 )
-from retention.engine.rules import ClassRules
 from retention.models import Disposition, EventOutcome, Policy, Run
 from retention.rows.cascade import collected_models, label
 from retention.rows.registry import RowClass
 from retention.selectors.holds import RowHolds
-from retention.services.evidence import EventsRecorded
+from retention.selectors.run_rules import ClassRules
 
 logger = logging.getLogger("retention.engine")
 

@@ -3,139 +3,60 @@
 The rules of every class in a run are copied into the run's report when it
 starts (``ClassRules.as_json``), so a retry, a continuation task or a batch
 on another host follows the same batch size, pace and cutoff even if a new
-policy version was approved in between.
+policy version was approved in between. Reading them back is a selector
+(``retention.selectors.run_rules``); fixing them, checking them again and
+the scope they give a run are here.
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
 
 from django.db import transaction
 from django.db.models import Q
-from django.utils.dateparse import parse_datetime
 
 from retention.conf import settings
-from retention.models import (
-    Disposition,
-    Policy,
-    PolicyVersion,
-    RecordQuerySet,
-    RetentionRecord,
-    Run,
-)
+from retention.models import Policy, PolicyVersion, RecordQuerySet, RetentionRecord, Run
 from retention.rows.registry import row_class
 from retention.selectors.policies import version_governing
+from retention.selectors.run_rules import DEFAULT_BATCH_SIZE, ClassRules, class_cutoff
 from retention.selectors.version_changes import registration_drift
-
-DEFAULT_BATCH_SIZE = 500
 
 logger = logging.getLogger("retention.engine")
 
 
-@dataclass(frozen=True, slots=True)
-class ClassRules:
-    data_class: str
-    batch_size: int
-    rate_limit: float | None
-    max_attempts: int
-    safety_margin: timedelta
-    # Model rows (a registered model): the version that governs them, its
-    # disposition and approved cascade, and the cutoff fixed at run start.
-    disposition: str = Disposition.DELETE
-    version_id: int | None = None
-    version_number: int | None = None
-    row_cutoff: datetime | None = None
-    cascade: dict[str, Any] | None = None
-    # Why the class disposes of nothing in this run: the code's registration
-    # no longer matches the version's (empty: it matches).
-    registration_changed: str = ""
-
-    @classmethod
-    def for_policy(cls, policy: Policy, *, started_at: datetime | None = None) -> ClassRules:
-        version = version_governing(policy)
-        if version is None:
-            return cls(
-                policy.data_class, DEFAULT_BATCH_SIZE, None, settings.MAX_ATTEMPTS, timedelta(0)
-            )
-        row = row_class(policy.data_class)
-        row_cutoff = None
-        if row is not None and started_at is not None:
-            # Rows cut by their own age: start − period − margin under the
-            # version in force now; rows with a deadline: start − margin.
-            row_cutoff = started_at - version.safety_margin
-            if not row.by_expiry:
-                row_cutoff -= version.retention_period
-        drift = registration_drift(version) if row is not None else None
-        if drift is not None:
-            logger.warning(
-                "data class %s: no row is disposed of: %s", policy.data_class, drift.reason
-            )
-        return cls(
-            data_class=policy.data_class,
-            batch_size=version.batch_size,
-            rate_limit=version.rate_limit,
-            max_attempts=version.max_attempts or settings.MAX_ATTEMPTS,
-            safety_margin=version.safety_margin,
-            disposition=version.disposition,
-            version_id=version.pk,
-            version_number=version.number,
-            row_cutoff=row_cutoff,
-            cascade=version.cascade if row is not None else None,
-            registration_changed=drift.reason if drift is not None else "",
+def class_rules_for(policy: Policy, *, started_at: datetime | None = None) -> ClassRules:
+    """The rules a run starting at ``started_at`` fixes for the policy's class."""
+    version = version_governing(policy)
+    if version is None:
+        return ClassRules(
+            policy.data_class, DEFAULT_BATCH_SIZE, None, settings.MAX_ATTEMPTS, timedelta(0)
         )
-
-    @classmethod
-    def from_json(cls, data_class: str, data: dict[str, Any] | None) -> ClassRules:
-        """The rules a run recorded for the class (defaults for a run without them)."""
-        data = data or {}
-        row_cutoff = parse_datetime(data["row_cutoff"]) if data.get("row_cutoff") else None
-        return cls(
-            data_class=data_class,
-            batch_size=int(data.get("batch_size") or DEFAULT_BATCH_SIZE),
-            rate_limit=data.get("rate_limit"),
-            max_attempts=int(data.get("max_attempts") or settings.MAX_ATTEMPTS),
-            safety_margin=timedelta(seconds=float(data.get("safety_margin_seconds") or 0)),
-            disposition=str(data.get("disposition") or Disposition.DELETE),
-            version_id=data.get("version_id"),
-            version_number=data.get("version_number"),
-            row_cutoff=row_cutoff,
-            cascade=data.get("cascade"),
-            registration_changed=str(data.get("registration_changed") or ""),
-        )
-
-    def as_json(self) -> dict[str, Any]:
-        data: dict[str, Any] = {
-            "batch_size": self.batch_size,
-            "rate_limit": self.rate_limit,
-            "max_attempts": self.max_attempts,
-            "safety_margin_seconds": self.safety_margin.total_seconds(),
-        }
-        if self.row_cutoff is not None:
-            data.update(
-                disposition=self.disposition,
-                version_id=self.version_id,
-                version_number=self.version_number,
-                row_cutoff=self.row_cutoff.isoformat(),
-                cascade=self.cascade,
-            )
-        if self.registration_changed:
-            data["registration_changed"] = self.registration_changed
-        return data
-
-
-def _stored_rules(run: Run) -> dict[str, Any]:
-    report = run.report if isinstance(run.report, dict) else {}
-    rules = report.get("rules")
-    return rules if isinstance(rules, dict) else {}
-
-
-def run_rules(run: Run) -> dict[str, ClassRules]:
-    """Each class's rules as the run recorded them when it started."""
-    stored = _stored_rules(run)
-    return {name: ClassRules.from_json(name, stored.get(name)) for name in run.data_classes}
+    row = row_class(policy.data_class)
+    row_cutoff = None
+    if row is not None and started_at is not None:
+        # Rows cut by their own age: start − period − margin under the
+        # version in force now; rows with a deadline: start − margin.
+        row_cutoff = started_at - version.safety_margin
+        if not row.by_expiry:
+            row_cutoff -= version.retention_period
+    drift = registration_drift(version) if row is not None else None
+    if drift is not None:
+        logger.warning("data class %s: no row is disposed of: %s", policy.data_class, drift.reason)
+    return ClassRules(
+        data_class=policy.data_class,
+        batch_size=version.batch_size,
+        rate_limit=version.rate_limit,
+        max_attempts=version.max_attempts or settings.MAX_ATTEMPTS,
+        safety_margin=version.safety_margin,
+        disposition=version.disposition,
+        version_id=version.pk,
+        version_number=version.number,
+        row_cutoff=row_cutoff,
+        cascade=version.cascade if row is not None else None,
+        registration_changed=drift.reason if drift is not None else "",
+    )
 
 
 def rules_version(rules: ClassRules) -> PolicyVersion | None:
@@ -194,14 +115,6 @@ def registration_changed_record(run: Run, data_class: str, reason: str) -> None:
         reason,
         extra={"run_id": str(run.pk)},
     )
-
-
-def class_cutoff(run: Run, data_class: str) -> datetime:
-    """start − the class's own safety margin, fixed when the run started."""
-    stored = _stored_rules(run).get(data_class)
-    if not stored:
-        return run.cutoff
-    return run.started_at - ClassRules.from_json(data_class, stored).safety_margin
 
 
 def run_scope(run: Run) -> RecordQuerySet:

@@ -18,9 +18,10 @@ from django.db import IntegrityError, transaction
 from django.db.models import Exists, OuterRef
 from django_q.models import Schedule
 
+from retention.broker import Publish
 from retention.conf import settings
 from retention.engine.outage import runs_abandon_orphaned
-from retention.engine.publish import Publish, dispatcher_publish, run_enqueue, run_resume_arm
+from retention.engine.publish import dispatcher_publish, run_enqueue, run_resume_arm
 from retention.engine.queued import batches_in_flight, run_advance
 from retention.exceptions import RunRefused
 from retention.models import Run, RunExecutor, RunMode, RunStatus, RunTrigger

@@ -27,9 +27,9 @@ from datetime import datetime
 
 from retention.conf import settings
 from retention.engine.leases import run_leases_renew
-from retention.engine.rules import ClassRules
 from retention.models import Run, RunStatus
 from retention.selectors.control import kill_switch_paused
+from retention.selectors.run_rules import ClassRules
 
 Clock = Callable[[], datetime]
 Monotonic = Callable[[], float]

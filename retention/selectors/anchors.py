@@ -1,6 +1,6 @@
 """The anchored heads against the database's chain: rollbacks, rewrites, bad signatures.
 
-Reads only: the anchors are written by ``retention.services.anchors``. The
+Reads only: the anchors are written by ``retention.chain.anchors``. The
 chain itself is verified by ``retention.selectors.evidence.chain_verify``;
 this compares what the database says now with what was signed earlier,
 which catches what a consistent rewrite or a restore leaves intact.

@@ -1,6 +1,6 @@
 """Reading the hash chain: verify it, build a receipt's inclusion proof, report the head.
 
-Reads only; the chain is written by ``retention.services.evidence``.
+Reads only; the chain is written by ``retention.chain.events``.
 """
 
 from __future__ import annotations

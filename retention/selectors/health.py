@@ -26,7 +26,7 @@ from retention.models import (
     RetentionRecord,
     Run,
 )
-from retention.selectors.admin import ClassHealth, class_health
+from retention.selectors.class_health import ClassHealth, class_health
 from retention.selectors.control import kill_switch_engaged
 from retention.selectors.reconcile_health import (
     ReappearedOverdue,

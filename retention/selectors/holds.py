@@ -21,6 +21,7 @@ from django.core.exceptions import FieldDoesNotExist, ValidationError
 from django.db import connection
 from django.db.models import Exists, Field, OuterRef, Q, QuerySet, Subquery
 
+from retention.conf import settings
 from retention.models import LegalHold, RecordState, RetentionRecord
 
 # A page's row: (pk, time, tenant), as the row engine reads them.
@@ -58,6 +59,19 @@ def hold_in_flight(hold: LegalHold) -> int:
         .filter(state=RecordState.DELETING, disposal_started_at__isnull=False)
         .count()
     )
+
+
+def mirrored_storages() -> tuple[str, ...]:
+    """The storage aliases whose objects carry an Object Lock legal hold while held.
+
+    None while ``RETENTION_OBJECT_LOCK_HOLDS`` cannot be read (check
+    retention.E025 reports it): the mirror, tracking and reconciliation
+    read it here, so all three agree.
+    """
+    try:
+        return settings.OBJECT_LOCK_HOLDS
+    except ValueError:
+        return ()
 
 
 def holds_after_recheck(record_ids: Sequence[int], *, data_class: str) -> dict[int, int]:

@@ -6,19 +6,24 @@ while its registration in the code differs from the one its version recorded
 (the engine skips it, ``retention_check`` says ``registration_changed``, the
 admin shows old against new); and a version that changes the disposition
 needs its approver's explicit confirmation (the service refuses without it,
-the admin shows it as its own warning).
+the admin shows it as its own warning). ``version_diff`` lists a version's
+rules against another's, field by field, in the order a reviewer reads them.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 from retention.models import Policy, PolicyVersion
 from retention.rows.cascade import cascade_of
 from retention.rows.registration import fingerprint, registration_changes, registration_of
 from retention.rows.registry import row_class
-from retention.selectors.policies import version_governing
+from retention.selectors.policies import VERSION_RULE_FIELDS, version_governing
+
+# Fields a policy version is compared on, in the order a reviewer reads them.
+VERSION_DIFF_FIELDS = VERSION_RULE_FIELDS
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,3 +108,33 @@ def disposition_change(
     if in_force.disposition == version.disposition:
         return None
     return DispositionChange(before=in_force.disposition, after=version.disposition)
+
+
+@dataclass(frozen=True, slots=True)
+class FieldDiff:
+    name: str
+    label: str
+    before: object
+    after: object
+
+    @property
+    def changed(self) -> bool:
+        return self.before != self.after
+
+    @property
+    def shorter(self) -> bool:
+        return (
+            self.name == "retention_period"
+            and isinstance(self.before, timedelta)
+            and isinstance(self.after, timedelta)
+            and self.after < self.before
+        )
+
+
+def version_diff(version: PolicyVersion, against: PolicyVersion | None) -> list[FieldDiff]:
+    rows = []
+    for name in VERSION_DIFF_FIELDS:
+        label = str(getattr(PolicyVersion._meta.get_field(name), "verbose_name", name))
+        before = getattr(against, name) if against is not None else None
+        rows.append(FieldDiff(name, label, before, getattr(version, name)))
+    return rows

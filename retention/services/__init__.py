@@ -1,5 +1,9 @@
 """Every write of the app outside the engine. Interfaces (admin, command, API,
-tasks) call these, and the engine's entry points in ``retention.engine``."""
+tasks) call these, and the engine's entry points in ``retention.engine``.
+
+The engine uses these; these never import the engine (``triggers``, an old
+task path kept for brokers, aside).
+"""
 
 from retention.services.breaker import breaker_release
 from retention.services.control import (

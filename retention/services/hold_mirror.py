@@ -30,11 +30,11 @@ from typing import TYPE_CHECKING, Any
 
 from django.db.models import QuerySet
 
+from retention.broker import publish_task
 from retention.clock import db_now
-from retention.conf import settings
 from retention.models import LegalHold, ObjectLockStatus, RecordState, RetentionRecord
 from retention.pacing import UnlimitedGate
-from retention.selectors.holds import held_record_ids
+from retention.selectors.holds import held_record_ids, mirrored_storages
 from retention.storage import StorageUnavailable
 
 if TYPE_CHECKING:
@@ -83,13 +83,6 @@ class MirrorStep:
     @property
     def status(self) -> str:
         return ObjectLockStatus.RELEASING if self.release else ObjectLockStatus.APPLYING
-
-
-def mirrored_storages() -> tuple[str, ...]:
-    try:
-        return settings.OBJECT_LOCK_HOLDS
-    except ValueError:
-        return ()  # retention.E025 reports it
 
 
 def hold_mirrored(hold: LegalHold) -> bool:
@@ -309,8 +302,6 @@ def hold_mirrors_resume(*, now: datetime, publish: Publish | None = None) -> int
 
 
 def _publish(step: MirrorStep) -> None:
-    from retention.engine.publish import publish_task
-
     name = f"retention-hold-mirror-{step.hold_id}-{step.done}"
     publish_task(HOLD_MIRROR_TASK, asdict(step), name)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from datetime import datetime, timedelta
+from datetime import datetime
 from functools import partial
 
 from django.conf import settings as django_settings
@@ -24,25 +24,10 @@ from retention.exceptions import (
     RecordAlreadyDeleted,
     RecordBeingDisposed,
     RetentionError,
-    RunRefused,
 )
-from retention.models import (
-    DataClassMode,
-    LegalHold,
-    Policy,
-    RecordState,
-    RetentionRecord,
-    Run,
-    RunMode,
-    RunTrigger,
-)
-from retention.selectors.holds import hold_in_flight
-from retention.services.hold_mirror import (
-    hold_mirror_start,
-    hold_mirrored,
-    mirrored_storages,
-    record_lock_tracked,
-)
+from retention.models import LegalHold, RecordState, RetentionRecord
+from retention.selectors.holds import hold_in_flight, mirrored_storages
+from retention.services.hold_mirror import hold_mirror_start, hold_mirrored, record_lock_tracked
 from retention.services.policies import APPROVE_PERMISSION, policy_version_in_force
 from retention.storage.keys import MalformedKey, validate_object_key
 
@@ -61,6 +46,11 @@ def record_track(
     now: datetime,
     storage: str = "default",
 ) -> RetentionRecord:
+    """Start the retention clock of an object the host has written.
+
+    A zero period deletes at write time, by a run: the caller has the engine
+    sweep the record (``retention.engine.at_write``), as ``retention.api.track`` does.
+    """
     if not tenant_id:
         raise RetentionError("tenant_id is required.")
     if storage not in django_settings.STORAGES:
@@ -84,35 +74,7 @@ def record_track(
     if storage in mirrored_storages():
         # An active hold may already cover it: its object gets the legal hold.
         transaction.on_commit(partial(record_lock_tracked, record=record), robust=True)
-    if version.retention_period == timedelta(0):
-        # Only once the host's transaction has committed: the object must
-        # not be deleted for a record that is then rolled back.
-        transaction.on_commit(lambda: record_dispose_at_write(record=record, now=now))
     return record
-
-
-def record_dispose_at_write(*, record: RetentionRecord, now: datetime) -> Run | None:
-    """Dispose of a zero-period record at once, through the ordinary engine.
-
-    Nothing happens while its data class is report-only; with a safety
-    margin, or while another run holds the class's lease, the next run
-    deletes it instead.
-    """
-    from retention.engine import run_execute, run_start
-
-    if not Policy.objects.filter(data_class=record.data_class, mode=DataClassMode.ENFORCE).exists():
-        return None
-    try:
-        run = run_start(
-            mode=RunMode.ENFORCE,
-            trigger=RunTrigger.API,
-            data_classes=[record.data_class],
-            record_ids=[record.pk],
-            now=now,
-        )
-    except RunRefused:
-        return None
-    return run_execute(run=run, clock=lambda: now)
 
 
 def record_renew(*, record: RetentionRecord, now: datetime) -> RetentionRecord:

@@ -1,5 +1,9 @@
 """A task path published by earlier versions, kept so that tasks already in a
-broker during an upgrade still run. New runs publish ``retention.tasks.run_dispatch``."""
+broker during an upgrade still run. New runs publish ``retention.tasks.run_dispatch``.
+
+The one module of the services that imports the engine: its dotted path is
+the contract, so it cannot move up; the layers contract names it.
+"""
 
 from __future__ import annotations
 

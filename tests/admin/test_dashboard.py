@@ -9,7 +9,7 @@ import pytest
 from django.urls import reverse
 
 from retention.models import RecordState, RetentionRecord
-from retention.selectors.admin import dashboard
+from retention.selectors.class_health import dashboard
 from tests.helpers import enforce, put_tracked
 
 pytestmark = pytest.mark.django_db

@@ -26,6 +26,14 @@ from retention.anchoring.stores import (
     S3AnchorStore,
     location_parse,
 )
+from retention.chain.anchors import (
+    ANCHORED,
+    FAILED,
+    NOT_DUE,
+    UNCHANGED,
+    chain_anchor,
+    chain_anchor_due,
+)
 from retention.engine import BATCH_TASK
 from retention.guard import GuardReading
 from retention.models import ChainHead, EventBatch, RunMode, RunStatus, RunTrigger
@@ -35,14 +43,6 @@ from retention.receipts.signed_heads import (
     head_verify,
     key_id,
     public_key_load,
-)
-from retention.services.anchors import (
-    ANCHORED,
-    FAILED,
-    NOT_DUE,
-    UNCHANGED,
-    chain_anchor,
-    chain_anchor_due,
 )
 from tests.anchoring.helpers import head, heads_in, new_key, s3_anchor_setting
 from tests.helpers import dry_run, enforce, put_tracked

@@ -122,7 +122,7 @@ def test_runs__a_run_that_cannot_be_queued_is_closed_and_answers_503(
     def broker_down(*args, **kwargs):
         raise ConnectionError("broker unreachable")
 
-    monkeypatch.setattr("retention.engine.publish.async_task", broker_down)
+    monkeypatch.setattr("retention.broker.async_task", broker_down)
     response = trigger(client, {"mode": "enforce", "data_classes": ["idv.photo"]})
 
     assert response.status_code == 503

@@ -30,7 +30,6 @@ from retention import api, engine, redaction
 from retention.digest import key_digest
 from retention.engine import BATCH_TASK
 from retention.engine.row_evidence import RowEvents
-from retention.engine.rules import run_rules
 from retention.guard import GuardReading
 from retention.models import (
     DeletionEvent,
@@ -47,6 +46,7 @@ from retention.receipts import evidence
 from retention.receipts.verify import verify_receipt
 from retention.rows.registry import row_class_required
 from retention.selectors.evidence import chain_head, receipt_for
+from retention.selectors.run_rules import run_rules
 from tests.helpers import chain_ok, put_tracked
 from tests.rowhost.models import Account, RequestLog, Shipment, WebSession
 

@@ -19,8 +19,8 @@ from django.db.models.signals import post_delete
 from retention import api
 from retention.digest import key_digest
 from retention.engine import row_sweep, run_execute, run_start
-from retention.engine.rules import run_rules
 from retention.models import DeletionEvent, EventOutcome
+from retention.selectors.run_rules import run_rules
 from tests.helpers import chain_ok, row_events
 from tests.rowhost.models import RequestLog
 

@@ -631,7 +631,9 @@ def test_zero_period__deleted_at_write_time_when_enforced(
 ):
     make_policy(period=timedelta(0))
     with django_capture_on_commit_callbacks(execute=True):
+        # As retention.api.track does: tracked, then swept by the engine.
         record = put_tracked(now=now)
+        engine.record_dispose_at_write(record=record, now=now)
     record.refresh_from_db()
     assert record.state == RecordState.DELETED and not exists(record)
     assert outcomes(record) == [EventOutcome.DELETED]
@@ -643,6 +645,7 @@ def test_zero_period__report_only_class_keeps_the_object_until_enforced(
     make_policy(period=timedelta(0), enforce=False)
     with django_capture_on_commit_callbacks(execute=True):
         record = put_tracked(now=now)
+        engine.record_dispose_at_write(record=record, now=now)
     record.refresh_from_db()
     assert record.state == RecordState.ACTIVE and exists(record)
     assert record.expires_at == record.created_at

@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 from django.db import transaction
 
+from retention.chain.events import NewEvent, events_append
 from retention.engine.ledger import run_counts_sql
 from retention.models import DeletionEvent, EventBatch, Run, RunMode, RunStatus
-from retention.services.evidence import NewEvent, events_append
 
 pytestmark = pytest.mark.django_db
 

@@ -31,6 +31,7 @@ from retention.models import (
     RunTrigger,
 )
 from retention.pacing import RateGate
+from retention.selectors.run_rules import run_rules
 from retention.storage import KeyResult, Outcome
 from tests.helpers import put_tracked
 
@@ -322,7 +323,7 @@ def test_stepper__retry_wait_leaves_retries_past_the_budget_to_the_next_run(make
 def test_stepper__a_paced_page_lease_covers_the_pages_ahead_of_it(make_policy, now):
     make_policy(batch_size=100, rate_limit=50.0)
     run = engine.run_start(mode=RunMode.ENFORCE, now=now)
-    rules = engine.rules.run_rules(run)["idv.photo"]
+    rules = run_rules(run)["idv.photo"]
     inline = Stepper(run=run, clock=lambda: now)
     queued = Stepper(run=run, clock=lambda: now, pages_in_flight=4)
 

@@ -1,6 +1,8 @@
-"""Aggregate reads behind the governance admin: hold reach, version diff, dashboard.
+"""How each data class keeps its promise: backlog, holds, failures, last success, past 30 days.
 
-The impact preview of a draft lives in ``retention.selectors.impact``.
+Read by the admin's dashboard (``dashboard``) and, through
+``retention.selectors.health``, by ``retention_check`` and /metrics/, so all
+three agree on what is backlog and what is late.
 
 Everything here is counted in the database with a handful of aggregate
 queries per data class, never by loading rows, so the pages stay fast on
@@ -12,7 +14,6 @@ scan.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 
@@ -26,7 +27,6 @@ from retention.models import (
     DeletionEvent,
     Disposition,
     EventOutcome,
-    LegalHold,
     Policy,
     PolicyVersion,
     RecordState,
@@ -35,96 +35,14 @@ from retention.models import (
     RunMode,
     RunStatus,
 )
-from retention.rows.registry import RowClass, row_class, row_classes
+from retention.rows.registry import RowClass, row_class
 from retention.selectors.breaker import breaker_trip_open
 from retention.selectors.holds import held_q
-from retention.selectors.policies import VERSION_RULE_FIELDS, version_governing, version_in_force
-from retention.selectors.rows import class_last_success, hold_row_reach, row_class_figures
+from retention.selectors.policies import version_governing, version_in_force
+from retention.selectors.rows import class_last_success, row_class_figures
 from retention.selectors.runs import run_last
 
 CHART_DAYS = 30
-
-# Fields a policy version is compared on, in the order a reviewer reads them.
-VERSION_DIFF_FIELDS = VERSION_RULE_FIELDS
-
-
-# --------------------------------------------------------------------------
-# Holds
-
-
-@dataclass(frozen=True, slots=True)
-class HoldReach:
-    protected: int  # records in scope that still exist
-    expired: int  # of which past their deadline: kept only because of holds
-    # Rows of registered models the hold covers, and of those past their class's cutoff.
-    rows: int = 0
-    rows_expired: int = 0
-    row_classes: int = 0  # classes of model rows the hold can touch
-    on_row: bool = False  # a hold on one row (subject): it covers no record
-
-
-def hold_reach(hold: LegalHold, *, now: datetime) -> HoldReach:
-    counts = (
-        RetentionRecord.objects.filter(hold.scope_q())
-        .exclude(state=RecordState.DELETED)
-        .aggregate(protected=Count("id"), expired=Count("id", filter=Q(expires_at__lte=now)))
-    )
-    names = [name for name in row_classes() if hold.data_class in (None, "", name)]
-    versions = {
-        policy.data_class: version_governing(policy)
-        for policy in Policy.objects.filter(data_class__in=names)
-    }
-    rows = hold_row_reach(hold, now=now, versions=versions)
-    return HoldReach(
-        protected=counts["protected"],
-        expired=counts["expired"],
-        rows=rows.rows,
-        rows_expired=rows.expired,
-        row_classes=rows.classes,
-        on_row=hold.subject_pk is not None,
-    )
-
-
-def hold_reach_many(holds: Iterable[LegalHold], *, now: datetime) -> dict[int, HoldReach]:
-    return {hold.pk: hold_reach(hold, now=now) for hold in holds if hold.released_at is None}
-
-
-# --------------------------------------------------------------------------
-# Versions
-
-
-@dataclass(frozen=True, slots=True)
-class FieldDiff:
-    name: str
-    label: str
-    before: object
-    after: object
-
-    @property
-    def changed(self) -> bool:
-        return self.before != self.after
-
-    @property
-    def shorter(self) -> bool:
-        return (
-            self.name == "retention_period"
-            and isinstance(self.before, timedelta)
-            and isinstance(self.after, timedelta)
-            and self.after < self.before
-        )
-
-
-def version_diff(version: PolicyVersion, against: PolicyVersion | None) -> list[FieldDiff]:
-    rows = []
-    for name in VERSION_DIFF_FIELDS:
-        label = str(getattr(PolicyVersion._meta.get_field(name), "verbose_name", name))
-        before = getattr(against, name) if against is not None else None
-        rows.append(FieldDiff(name, label, before, getattr(version, name)))
-    return rows
-
-
-# --------------------------------------------------------------------------
-# Dashboard
 
 
 @dataclass(frozen=True, slots=True)

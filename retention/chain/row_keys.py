@@ -1,7 +1,7 @@
 """The idempotency keys of rows' events under per-row page events (``RowEventKey``).
 
 A page of a thousand rows records a thousand keys: one statement, one narrow
-index, written before the chain's lock (``retention.engine.row_evidence``).
+index, written by the engine's evidence of a page of rows before the chain's lock.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from collections.abc import Sequence
 
 from django.db import IntegrityError, connection
 
+from retention.chain.events import EventsRecorded
 from retention.models import RowEventKey
-from retention.services.evidence import EventsRecorded
 
 
 def row_keys_record(keys: Sequence[str], *, trusted: bool) -> set[str]:

@@ -1,11 +1,13 @@
 """Every module of ``retention`` imports first, each in a process of its own.
 
-Each process is forked before Django is set up (tests/hosts/import_first.py),
-so no module of ``retention`` and no app was imported before the one under
-test; the fork saves two thirds of a new interpreter's start. Under a host
-without ``django.contrib.admin`` nothing imports the admin for us, so an
+One interpreter per host sets Django up, then forks a process per module that
+imports that module alone (tests/hosts/import_first.py): each sees what a host
+sees at its first import of it, the apps set up and no other module of
+``retention`` but those the apps themselves load. Setting Django up once per
+host rather than once per module keeps the test well under a minute. Under a
+host without ``django.contrib.admin`` nothing imports the admin for us, so an
 import cycle that admin autodiscovery happens to hide shows up; under a host
-without DRF, a core module that needs DRF does. (Issue 13.)
+without DRF, a core module that needs DRF does. (Issues 13, 27.)
 """
 
 from __future__ import annotations

@@ -34,11 +34,11 @@ SILENCED_SYSTEM_CHECKS = ["axes.W002", "axes.W003"]
 
 # One page a batch task, so the in-process queue tests see each page as its
 # own task. The default (pages for up to 2 s a task) is what the qcluster
-# tests run, and tests/services/test_batch_slices.py sets its own.
+# tests run, and tests/engine/test_batch_slices.py sets its own.
 RETENTION_BATCH_SECONDS = 0
 
 # The volume breaker stays on here, whatever the shell exports (benchmarks turn
 # it off through the environment): the tests' sweeps are below its minimum
 # count (the one that is not gives its version its own limit), and
-# tests/services/test_breaker.py drives it on purpose.
+# tests/engine/test_breaker.py drives it on purpose.
 RETENTION_BREAKER_ENABLED = True

@@ -249,7 +249,12 @@ def test_check_e010__unusable_foreground_guard(settings, path):
 
 @pytest.mark.parametrize(
     "path",
-    ["retention.guard.oldest_queued_task_age", "tests.test_guard.quiet_foreground", None, ""],
+    [
+        "retention.guard.oldest_queued_task_age",
+        "tests.engine.test_guard.quiet_foreground",
+        None,
+        "",
+    ],
 )
 def test_check_e010__callable_or_empty_foreground_guard_passes(settings, path):
     settings.RETENTION_FOREGROUND_GUARD = path
@@ -309,7 +314,7 @@ def test_check_w002__no_warning_without_a_queue_or_with_a_signal_of_ones_own(set
     assert check_foreground_guard() == []
 
     settings.RETENTION_FOREGROUND_QUEUE = "shipments"
-    settings.RETENTION_FOREGROUND_GUARD = "tests.test_guard.quiet_foreground"
+    settings.RETENTION_FOREGROUND_GUARD = "tests.engine.test_guard.quiet_foreground"
 
     assert check_foreground_guard() == []
 

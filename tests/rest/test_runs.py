@@ -27,8 +27,8 @@ from retention.models import (
 )
 from retention.rest import signing
 from retention.rest.models import SeenRequestSignature
-from tests.api.conftest import HMAC_KEYS
 from tests.helpers import put_tracked
+from tests.rest.conftest import HMAC_KEYS
 
 pytestmark = pytest.mark.django_db
 

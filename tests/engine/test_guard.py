@@ -310,7 +310,7 @@ def not_a_reading(*, now: datetime) -> dict:
 
 
 def test_guard__a_custom_signal_from_the_setting_is_read(settings):
-    settings.RETENTION_FOREGROUND_GUARD = "tests.test_guard.quiet_foreground"
+    settings.RETENTION_FOREGROUND_GUARD = "tests.engine.test_guard.quiet_foreground"
 
     reading = read(0)
 
@@ -320,10 +320,10 @@ def test_guard__a_custom_signal_from_the_setting_is_read(settings):
 
 
 def test_guard__the_signal_is_resolved_at_each_call(settings):
-    settings.RETENTION_FOREGROUND_GUARD = "tests.test_guard.quiet_foreground"
+    settings.RETENTION_FOREGROUND_GUARD = "tests.engine.test_guard.quiet_foreground"
     assert read(0).over_budget is False
 
-    settings.RETENTION_FOREGROUND_GUARD = "tests.test_guard.busy_foreground"
+    settings.RETENTION_FOREGROUND_GUARD = "tests.engine.test_guard.busy_foreground"
 
     assert read(0).over_budget is True
 
@@ -333,7 +333,7 @@ def test_guard__the_signal_is_resolved_at_each_call(settings):
 
 
 def test_guard__a_signal_that_raises_fails_closed_and_logs_an_error(settings, caplog):
-    settings.RETENTION_FOREGROUND_GUARD = "tests.test_guard.broken_signal"
+    settings.RETENTION_FOREGROUND_GUARD = "tests.engine.test_guard.broken_signal"
 
     with caplog.at_level(logging.ERROR, logger="retention.guard"):
         reading = read(0)
@@ -348,8 +348,8 @@ def test_guard__a_signal_that_raises_fails_closed_and_logs_an_error(settings, ca
 @pytest.mark.parametrize(
     ("path", "error"),
     [
-        ("tests.test_guard.not_a_reading", "TypeError"),
-        ("tests.test_guard.no_such_signal", "ImportError"),
+        ("tests.engine.test_guard.not_a_reading", "TypeError"),
+        ("tests.engine.test_guard.no_such_signal", "ImportError"),
         ("not-a-dotted-path", "ImportError"),
     ],
 )

@@ -29,7 +29,7 @@ from retention.models import DeletionEvent, EventOutcome
 from retention.rest import signing
 from retention.rest.services import tenant_key_create
 from tests.anchoring.helpers import new_key
-from tests.api.conftest import HMAC_KEYS
+from tests.rest.conftest import HMAC_KEYS
 from uploads.models import Upload
 from uploads.services import upload_create
 

@@ -16,8 +16,7 @@ from retention import api, engine
 from retention.engine.publish import BATCH_TASK
 from retention.guard import GuardReading
 from retention.models import BatchState, RetentionRecord, Run, RunBatch, RunStatus
-from tests.helpers import exists
-from tests.services.test_dispatch import (
+from tests.engine.test_dispatch import (
     FakeTime,
     Queue,
     dispatch,
@@ -26,6 +25,7 @@ from tests.services.test_dispatch import (
     seed,
     under_budget,
 )
+from tests.helpers import exists
 
 pytestmark = pytest.mark.django_db
 

@@ -13,8 +13,8 @@ from django.http import StreamingHttpResponse
 from retention import api
 from retention.digest import key_digest
 from retention.models import EventOutcome
-from tests.api.conftest import receipts_of
 from tests.helpers import enforce, put_tracked
+from tests.rest.conftest import receipts_of
 
 pytestmark = pytest.mark.django_db
 

@@ -20,7 +20,7 @@ from django.utils import timezone
 
 from retention.models import Run
 from retention.rest import signing
-from tests.api.conftest import HMAC_KEYS
+from tests.rest.conftest import HMAC_KEYS
 
 pytestmark = pytest.mark.django_db
 

@@ -22,8 +22,8 @@ from retention import api, engine
 from retention.disposal import DisposalItem, ObjectDisposer
 from retention.models import DeletionEvent, EventOutcome, RecordState, RetentionRecord, Run, RunMode
 from retention.storage import KeyResult
+from tests.engine.test_dispatch import FakeTime, Queue, dispatch, enqueue
 from tests.helpers import add_s3_storage, chain_ok, enforce, exists, put_tracked
-from tests.services.test_dispatch import FakeTime, Queue, dispatch, enqueue
 
 pytestmark = pytest.mark.django_db
 

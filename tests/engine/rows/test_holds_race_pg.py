@@ -17,8 +17,8 @@ from django.db.models.signals import post_delete
 
 from retention import api
 from retention.engine import row_sweep, run_execute, run_start
+from tests.engine.rows.test_engine import _logs
 from tests.rowhost.models import RequestLog
-from tests.rows.test_engine import _logs
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 

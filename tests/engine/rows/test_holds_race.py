@@ -24,8 +24,8 @@ from django.db.models.signals import post_delete
 from retention import api, redaction
 from retention.engine import run_execute, run_start
 from retention.models import DeletionEvent, LegalHold, Run
+from tests.engine.rows.test_engine import _account, _logs, logs, redacting  # noqa: F401  (fixtures)
 from tests.rowhost.models import RequestLog, Shipment, WebSession
-from tests.rows.test_engine import _account, _logs, logs, redacting  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.django_db
 

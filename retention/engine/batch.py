@@ -54,7 +54,7 @@ from retention.engine.overlap import Overlap
 from retention.engine.page import Clock, claim_dispose
 from retention.engine.publish import Publish
 from retention.engine.queued import Guard, batch_release, foreground_guard, run_advance
-from retention.engine.row_batch import rows_batch
+from retention.engine.rows.batch import rows_batch
 from retention.engine.rules import class_cutoff, rules_version, run_rules
 from retention.engine.stepping import Stepper
 from retention.models import BatchState, RecordState, RetentionRecord, Run, RunBatch, RunStatus

@@ -36,7 +36,7 @@ from retention.engine.outage import (
 )
 from retention.engine.overlap import Overlap
 from retention.engine.page import claim_dispose, stranded_settle
-from retention.engine.row_sweep import RowSweep, row_class_names
+from retention.engine.rows.sweep import RowSweep, row_class_names
 from retention.engine.rules import run_rules
 from retention.engine.stepping import Clock, Monotonic, Stepper, Stop
 from retention.models import Run, RunMode, RunStatus

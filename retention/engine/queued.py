@@ -49,7 +49,7 @@ from retention.engine.ledger import run_finish
 from retention.engine.measure import retry_next_due, run_measure
 from retention.engine.page import stranded_settle
 from retention.engine.publish import BATCH_TASK, Publish, batch_publisher
-from retention.engine.row_sweep import row_class_names
+from retention.engine.rows.sweep import row_class_names
 from retention.engine.rules import class_cutoff, run_rules
 from retention.engine.stepping import Clock, Monotonic, Stepper
 from retention.models import (

@@ -19,8 +19,8 @@ claims ← events ← page ← stepping ← executors):
   successors), so no task holds a worker for the whole run;
 - ``publish``: task names and how queued runs are published;
 - ``schedule``: the nightly sweep and its watchdog;
-- ``reconcile`` (+ ``reconcile_act``, ``reconcile_locks``): the store
-  compared with the records, and mirrored legal holds with the holds.
+- ``reconcile``: the store compared with the records, and mirrored legal
+  holds with the holds (a sub-package with its own map).
 
 The names below are the engine's entry points for the interfaces (command,
 tasks, REST API, admin) and for ``retention.api``.
@@ -47,7 +47,7 @@ from retention.engine.publish import (
     run_trigger,
 )
 from retention.engine.queued import run_advance, run_dispatch
-from retention.engine.reconcile import reconcile_run
+from retention.engine.reconcile.run import reconcile_run
 from retention.engine.rules import class_cutoff
 from retention.engine.schedule import (
     SWEEP_SCHEDULE,

@@ -216,7 +216,7 @@ class RetentionSettings:
         Raises TypeError when set to something other than a string (check
         retention.E010 reports it; the guard then fails closed).
         """
-        value = self._get("FOREGROUND_GUARD", "retention.guard.oldest_queued_task_age")
+        value = self._get("FOREGROUND_GUARD", "retention.engine.guard.oldest_queued_task_age")
         if value is None:
             return ""
         if not isinstance(value, str):

@@ -39,7 +39,6 @@ from django.utils.dateparse import parse_datetime
 
 from retention.clock import db_now
 from retention.conf import settings
-from retention.disposal import Disposer, ObjectDisposer, can_overlap
 from retention.engine.breaker import breaker_held
 from retention.engine.claims import (
     CLAIM_FIELDS,
@@ -49,8 +48,10 @@ from retention.engine.claims import (
     claimed_item,
     records_claim_next,
 )
+from retention.engine.disposal import Disposer, ObjectDisposer, can_overlap
 from retention.engine.events import ClaimOutcome
 from retention.engine.overlap import Overlap
+from retention.engine.pacing import gate_for
 from retention.engine.page import Clock, claim_dispose
 from retention.engine.publish import Publish
 from retention.engine.queued import Guard, batch_release, foreground_guard, run_advance
@@ -58,7 +59,6 @@ from retention.engine.rows.batch import rows_batch
 from retention.engine.rules import class_cutoff, rules_version, run_rules
 from retention.engine.stepping import Stepper
 from retention.models import BatchState, RecordState, RetentionRecord, Run, RunBatch, RunStatus
-from retention.pacing import gate_for
 from retention.rows.registry import row_class
 from retention.selectors.control import kill_switch_paused
 

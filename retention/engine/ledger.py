@@ -18,7 +18,7 @@ from django.db import connection, transaction
 from django.db.models import Count
 
 from retention.clock import HostClock
-from retention.disposal import ObjectDisposer
+from retention.engine.disposal import ObjectDisposer
 from retention.engine.leases import run_leases_acquire, run_leases_release, runs_abandon_stale
 from retention.engine.outage import runs_abandon_orphaned
 from retention.engine.rules import ClassRules, expired_pending

@@ -63,7 +63,7 @@ from retention.models import (
 )
 
 if TYPE_CHECKING:
-    from retention.guard import GuardReading
+    from retention.engine.guard import GuardReading
 
 logger = logging.getLogger("retention.dispatch")
 
@@ -182,7 +182,7 @@ def run_advance(
 
 def foreground_guard() -> Guard:
     """The host's foreground guard: asked before publishing, and by a batch before a page."""
-    from retention.guard import foreground_guard_read
+    from retention.engine.guard import foreground_guard_read
 
     return foreground_guard_read
 

@@ -28,7 +28,7 @@ from retention.anchoring.stores import (
     location_parse,
 )
 from retention.engine import BATCH_TASK
-from retention.guard import GuardReading
+from retention.engine.guard import GuardReading
 from retention.models import ChainHead, EventBatch, RunMode, RunStatus, RunTrigger
 from retention.services.anchors import (
     ANCHORED,

@@ -29,9 +29,9 @@ from django.db import transaction
 from retention import api, engine, evidence, redaction
 from retention.digest import key_digest
 from retention.engine import BATCH_TASK
+from retention.engine.guard import GuardReading
 from retention.engine.rows.evidence import RowEvents
 from retention.engine.rules import run_rules
-from retention.guard import GuardReading
 from retention.models import (
     DeletionEvent,
     EventKind,

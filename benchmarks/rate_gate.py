@@ -88,8 +88,8 @@ def worker(
     start_at: Any,
     results: Any,
 ) -> None:
-    from retention.disposal import DisposalItem, ObjectDisposer
-    from retention.pacing import gate_for
+    from retention.engine.disposal import DisposalItem, ObjectDisposer
+    from retention.engine.pacing import gate_for
     from retention.storage.s3 import S3Adapter
 
     settings.DATABASES["default"]["NAME"] = database_name

@@ -80,8 +80,8 @@ from django.utils import timezone  # noqa: E402
 
 from retention import api, redaction  # noqa: E402
 from retention.engine import run_execute, run_finish, run_start  # noqa: E402
-from retention.engine.row_redact import row_mark  # noqa: E402
-from retention.engine.row_select import RowCursor, page_timeouts, rows_due, select_page  # noqa: E402
+from retention.engine.rows.redact import row_mark  # noqa: E402
+from retention.engine.rows.select import RowCursor, page_timeouts, rows_due, select_page  # noqa: E402
 from retention.models import (  # noqa: E402
     DeletionEvent,
     EventOutcome,

@@ -13,7 +13,7 @@ from django.urls import URLResolver, get_resolver
 from django.utils.module_loading import import_string
 
 from retention.conf import settings
-from retention.guard import DEFAULT_SIGNAL, broker_kind
+from retention.engine.guard import DEFAULT_SIGNAL, OLD_DEFAULT_SIGNAL, broker_kind
 
 S3_BACKENDS = {"storages.backends.s3.S3Storage", "storages.backends.s3boto3.S3Boto3Storage"}
 
@@ -186,7 +186,8 @@ def check_foreground_guard(**kwargs: Any) -> list[CheckMessage]:
             Error(
                 f"RETENTION_FOREGROUND_GUARD cannot be used: {exc}. The guard fails closed: "
                 "nothing is dispatched while it cannot be read.",
-                hint="Give the dotted path of a callable(*, now) -> retention.guard.GuardReading, "
+                hint="Give the dotted path of a callable(*, now) -> "
+                "retention.engine.guard.GuardReading, "
                 f"e.g. {DEFAULT_SIGNAL!r}, or None to turn the guard off.",
                 id="retention.E010",
             )
@@ -205,7 +206,7 @@ def check_foreground_guard(**kwargs: Any) -> list[CheckMessage]:
             )
         )
     queue = settings.FOREGROUND_QUEUE
-    if queue and path == DEFAULT_SIGNAL:
+    if queue and path in (DEFAULT_SIGNAL, OLD_DEFAULT_SIGNAL):
         try:
             kind, label = broker_kind()
         except ImportError as exc:

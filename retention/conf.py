@@ -293,7 +293,7 @@ class RetentionSettings:
     )
     METRICS_TOKEN = Setting("", text, "A bearer token that lets any client scrape /metrics/.")
     FOREGROUND_GUARD = Setting(
-        "retention.guard.oldest_queued_task_age",
+        "retention.engine.guard.oldest_queued_task_age",
         dotted_path,
         "Dotted path of the foreground signal, ``(*, now) -> GuardReading``; empty: off "
         "(check retention.E010; the guard then fails closed).",

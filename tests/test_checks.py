@@ -231,8 +231,8 @@ def test_check_e009__addresses_and_networks_pass(settings, value):
     "path",
     [
         "no_such_module.signal",
-        "retention.guard.no_such_signal",
-        "retention.guard.DEFAULT_SIGNAL",
+        "retention.engine.guard.no_such_signal",
+        "retention.engine.guard.DEFAULT_SIGNAL",
         "not-a-dotted-path",
         42,
     ],
@@ -250,6 +250,7 @@ def test_check_e010__unusable_foreground_guard(settings, path):
 @pytest.mark.parametrize(
     "path",
     [
+        "retention.engine.guard.oldest_queued_task_age",
         "retention.guard.oldest_queued_task_age",
         "tests.engine.test_guard.quiet_foreground",
         None,
@@ -298,6 +299,14 @@ def test_check_w002__foreground_queue_on_an_unsupported_broker(settings, monkeyp
 
     assert ids(warnings) == ["retention.W002"]
     assert "'shipments'" in warnings[0].msg and "SQS" in warnings[0].msg
+
+
+def test_check_w002__the_default_signals_old_path_is_checked_as_the_default(settings, monkeypatch):
+    on_sqs(monkeypatch)
+    settings.RETENTION_FOREGROUND_QUEUE = "shipments"
+    settings.RETENTION_FOREGROUND_GUARD = "retention.guard.oldest_queued_task_age"
+
+    assert ids(check_foreground_guard()) == ["retention.W002"]
 
 
 def test_check_w002__foreground_queue_on_the_orm_broker_passes(settings, monkeypatch):

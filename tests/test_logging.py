@@ -18,7 +18,7 @@ from django.core.files.base import ContentFile
 from django.core.files.storage import storages
 
 from retention import engine
-from retention.disposal import DisposalItem, ObjectDisposer
+from retention.engine.disposal import DisposalItem, ObjectDisposer
 from retention.logging import JsonFormatter
 from retention.models import RecordState, RunMode
 from retention.storage import KeyResult, Outcome

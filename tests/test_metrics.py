@@ -18,7 +18,7 @@ from freezegun import freeze_time
 from prometheus_client.parser import text_string_to_metric_families
 
 from retention import api, engine, metrics
-from retention.disposal import DisposalItem, ObjectDisposer
+from retention.engine.disposal import DisposalItem, ObjectDisposer
 from retention.models import RecordState, RetentionRecord, RunMode
 from retention.storage import KeyResult, Outcome
 from tests.helpers import enforce, put_tracked

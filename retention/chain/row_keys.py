@@ -1,7 +1,7 @@
 """The idempotency keys of rows' events under per-row page events (``RowEventKey``).
 
 A page of a thousand rows records a thousand keys: one statement, one narrow
-index, written by the engine's evidence of a page of rows before the chain's lock.
+index, written before the chain's lock (``retention.engine.rows.evidence``).
 """
 
 from __future__ import annotations

@@ -40,7 +40,6 @@ from django.utils.dateparse import parse_datetime
 from retention.broker import Publish
 from retention.clock import db_now
 from retention.conf import settings
-from retention.disposal import Disposer, ObjectDisposer, can_overlap
 from retention.engine.breaker import breaker_held
 from retention.engine.claims import (
     CLAIM_FIELDS,
@@ -50,15 +49,16 @@ from retention.engine.claims import (
     claimed_item,
     records_claim_next,
 )
+from retention.engine.disposal import Disposer, ObjectDisposer, can_overlap
 from retention.engine.events import ClaimOutcome
 from retention.engine.overlap import Overlap
+from retention.engine.pacing import gate_for
 from retention.engine.page import Clock, claim_dispose
 from retention.engine.queued import Guard, batch_release, foreground_guard, run_advance
-from retention.engine.row_batch import rows_batch
+from retention.engine.rows.batch import rows_batch
 from retention.engine.rules import rules_version
 from retention.engine.stepping import Stepper
 from retention.models import BatchState, RecordState, RetentionRecord, Run, RunBatch, RunStatus
-from retention.pacing import gate_for
 from retention.rows.registry import row_class
 from retention.selectors.control import kill_switch_paused
 from retention.selectors.run_rules import class_cutoff, run_rules

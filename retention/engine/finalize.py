@@ -114,73 +114,36 @@ def _finalize(
             after = (
                 f"hold #{late[record_id]} placed after the re-check" if record_id in late else ""
             )
+            per_attempt = False
             if record_id in done:
-                kind = (
-                    EventOutcome.DELETED
-                    if result.outcome == Outcome.DELETED
-                    else EventOutcome.ALREADY_ABSENT
-                )
-                events.append(
-                    event_for(item, run_id=claim.run_id, outcome=kind, now=now, reason=after)
-                )
-                outcome.counts["deleted" if kind == EventOutcome.DELETED else "already_absent"] += 1
+                deleted = result.outcome == Outcome.DELETED
+                kind = EventOutcome.DELETED if deleted else EventOutcome.ALREADY_ABSENT
+                reason, count = after, "deleted" if deleted else "already_absent"
             elif result.outcome == Outcome.LOCKED:
                 refused = f"the store's Object Lock refused the delete ({result.reason})"
-                events.append(
-                    event_for(
-                        item,
-                        run_id=claim.run_id,
-                        outcome=EventOutcome.SKIPPED_HELD,
-                        now=now,
-                        reason=f"{after}; {refused}" if after else refused,
-                        per_attempt=True,
-                    )
-                )
-                outcome.counts["skipped_held"] += 1
+                kind, count, per_attempt = EventOutcome.SKIPPED_HELD, "skipped_held", True
+                reason = f"{after}; {refused}" if after else refused
             elif result.outcome == Outcome.TRANSIENT and item.attempt < max_attempts:
-                events.append(
-                    event_for(
-                        item,
-                        run_id=claim.run_id,
-                        outcome=EventOutcome.RETRY_SCHEDULED,
-                        now=now,
-                        reason=result.reason,
-                    )
-                )
-                unfinished.append(
-                    RetentionRecord(
-                        pk=record_id,
-                        state=RecordState.FAILED,
-                        retryable=True,
-                        next_attempt_at=now + _backoff(item.attempt),
-                        last_error=result.reason[:2000],
-                    )
-                )
-                outcome.counts["retried"] += 1
+                kind, reason, count = EventOutcome.RETRY_SCHEDULED, result.reason, "retried"
+                unfinished.append(_failed(record_id, reason, now + _backoff(item.attempt)))
             else:
                 reason = result.reason
                 if result.outcome == Outcome.TRANSIENT:
                     reason = f"gave up after {item.attempt} attempts: {reason}"
-                events.append(
-                    event_for(
-                        item,
-                        run_id=claim.run_id,
-                        outcome=EventOutcome.FAILED,
-                        now=now,
-                        reason=reason,
-                    )
-                )
-                unfinished.append(
-                    RetentionRecord(
-                        pk=record_id,
-                        state=RecordState.FAILED,
-                        retryable=False,
-                        next_attempt_at=None,
-                        last_error=reason[:2000],
-                    )
-                )
+                kind, count = EventOutcome.FAILED, "failed"
+                unfinished.append(_failed(record_id, reason, None))
                 failed[record_id] = reason
-                outcome.counts["failed"] += 1
+            events.append(
+                event_for(
+                    item,
+                    run_id=claim.run_id,
+                    outcome=kind,
+                    now=now,
+                    reason=reason,
+                    per_attempt=per_attempt,
+                )
+            )
+            outcome.counts[count] += 1
         if unfinished:
             # One statement for the page, whatever its size.
             RetentionRecord.objects.bulk_update(unfinished, _UNFINISHED_FIELDS, batch_size=1000)
@@ -246,6 +209,17 @@ def held_release(claim: Claim, items: Sequence[ClaimedItem], *, now: datetime) -
             counters.count_on_commit(items[0].data_class, counts)
             outcome.counts.update(counts)
     return outcome
+
+
+def _failed(record_id: int, reason: str, retry_at: datetime | None) -> RetentionRecord:
+    """A page's row left ``failed``: tried again at ``retry_at``, or (None) for review."""
+    return RetentionRecord(
+        pk=record_id,
+        state=RecordState.FAILED,
+        retryable=retry_at is not None,
+        next_attempt_at=retry_at,
+        last_error=reason[:2000],
+    )
 
 
 def _locked_release(ids: list[int], token: uuid.UUID, now: datetime) -> None:

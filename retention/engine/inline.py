@@ -20,10 +20,10 @@ from typing import Any
 from django.db import InterfaceError, OperationalError, connection
 
 from retention.clock import db_now
-from retention.disposal import Disposer, ObjectDisposer, can_overlap
 from retention.engine.breaker import REPORT_KEY as BREAKER_REPORT_KEY
 from retention.engine.breaker import breaker_decide, breaker_held, breaker_preview
 from retention.engine.claims import Claim, Cursors, records_claim_next
+from retention.engine.disposal import Disposer, ObjectDisposer, can_overlap
 from retention.engine.events import ClaimOutcome, held_skips_record
 from retention.engine.ledger import run_columns, run_finish
 from retention.engine.measure import dry_run_report, retry_next_due, run_measure
@@ -35,11 +35,11 @@ from retention.engine.outage import (
     page_token,
 )
 from retention.engine.overlap import Overlap
+from retention.engine.pacing import gate_for
 from retention.engine.page import claim_dispose, stranded_settle
-from retention.engine.row_sweep import RowSweep, row_class_names
+from retention.engine.rows.sweep import RowSweep, row_class_names
 from retention.engine.stepping import Clock, Monotonic, Stepper, Stop
 from retention.models import Run, RunMode, RunStatus
-from retention.pacing import gate_for
 from retention.selectors.run_rules import run_rules
 
 logger = logging.getLogger("retention.engine")

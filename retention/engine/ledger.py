@@ -19,7 +19,7 @@ from django.db.models import Count
 
 from retention.chain.anchors import chain_anchor_on_commit
 from retention.clock import HostClock
-from retention.disposal import ObjectDisposer
+from retention.engine.disposal import ObjectDisposer
 from retention.engine.leases import run_leases_acquire, run_leases_release, runs_abandon_stale
 from retention.engine.outage import runs_abandon_orphaned
 from retention.engine.rules import class_rules_for, expired_pending

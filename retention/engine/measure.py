@@ -17,8 +17,8 @@ from django.utils.dateparse import parse_datetime
 
 from retention.conf import settings
 from retention.engine.breaker import breaker_held
-from retention.engine.dry_rows import row_sample, row_tenants
-from retention.engine.row_measure import related_rows, row_class_measure
+from retention.engine.rows.dry import row_sample, row_tenants
+from retention.engine.rows.measure import related_rows, row_class_measure
 from retention.engine.rules import expired_pending, expired_q, run_scope
 from retention.models import Disposition, Policy, PolicyVersion, RecordState, Run
 from retention.rows.registry import row_class, row_class_required

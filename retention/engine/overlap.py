@@ -7,12 +7,12 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
 
-from retention.disposal import Disposer
 from retention.engine.claims import Claim
+from retention.engine.disposal import Disposer
 from retention.engine.events import ClaimOutcome
 from retention.engine.finalize import finalize
+from retention.engine.pacing import RateGate
 from retention.engine.page import dispose
-from retention.pacing import RateGate
 from retention.storage import KeyResult
 
 Clock = Callable[[], datetime]

@@ -23,14 +23,14 @@ from django.db.models import F
 from retention import counters
 from retention.chain.events import NewEvent, events_append
 from retention.conf import settings
-from retention.disposal import DisposalItem, Disposer, ObjectDisposer, objects_present
 from retention.engine.claims import Claim, ClaimedItem, records_claim_stranded
+from retention.engine.disposal import DisposalItem, Disposer, ObjectDisposer, objects_present
 from retention.engine.events import ClaimOutcome, event_for
 from retention.engine.finalize import finalize, held_release
 from retention.engine.ledger import run_counts_sql
 from retention.engine.outage import db_retry
+from retention.engine.pacing import RateGate, gate_for
 from retention.models import EventOutcome, RecordState, RetentionRecord, Run
-from retention.pacing import RateGate, gate_for
 from retention.selectors.holds import held_record_ids
 from retention.storage import KeyResult, Outcome
 

@@ -50,7 +50,7 @@ from retention.engine.ledger import run_finish
 from retention.engine.measure import retry_next_due, run_measure
 from retention.engine.page import stranded_settle
 from retention.engine.publish import BATCH_TASK
-from retention.engine.row_sweep import row_class_names
+from retention.engine.rows.sweep import row_class_names
 from retention.engine.stepping import Clock, Monotonic, Stepper
 from retention.models import (
     BatchState,
@@ -64,7 +64,7 @@ from retention.models import (
 from retention.selectors.run_rules import class_cutoff, run_rules
 
 if TYPE_CHECKING:
-    from retention.guard import GuardReading
+    from retention.engine.guard import GuardReading
 
 logger = logging.getLogger("retention.dispatch")
 
@@ -183,7 +183,7 @@ def run_advance(
 
 def foreground_guard() -> Guard:
     """The host's foreground guard: asked before publishing, and by a batch before a page."""
-    from retention.guard import foreground_guard_read
+    from retention.engine.guard import foreground_guard_read
 
     return foreground_guard_read
 

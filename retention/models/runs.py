@@ -171,7 +171,7 @@ class RunBatch(models.Model):
 
 
 class RateGateState(models.Model):
-    """The shared rate gate of one data class or storage (see retention.pacing).
+    """The shared rate gate of one data class or storage (see retention.services.rate_gates).
 
     Times are seconds since the epoch on the database's clock, so workers on
     hosts with skewed clocks still share one schedule.

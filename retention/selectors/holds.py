@@ -184,7 +184,7 @@ class RowHolds:
         touch the class be active when the statement starts (placed since
         they were read), the statement takes no row at all. A caller finding
         nothing asks ``placed_since`` and reads the holds again
-        (``retention.engine.row_select.unheld_read``).
+        (``retention.engine.rows.select.unheld_read``).
         """
         if self.whole_class:
             return qs.none()

@@ -33,8 +33,8 @@ from django.db.models import QuerySet
 from retention.broker import publish_task
 from retention.clock import db_now
 from retention.models import LegalHold, ObjectLockStatus, RecordState, RetentionRecord
-from retention.pacing import UnlimitedGate
 from retention.selectors.holds import held_record_ids, mirrored_storages
+from retention.services.rate_gates import storage_gate
 from retention.storage import StorageUnavailable
 
 if TYPE_CHECKING:
@@ -222,12 +222,13 @@ def _mirror(
 
 def locks_set(lock: ObjectLock, keys: Sequence[str], *, on: bool) -> dict[str, LockResult]:
     """Set or clear legal holds a slice at a time, through the storage's rate gate."""
-    gate = UnlimitedGate().for_storage(lock.alias)
-    size = gate.slice_size or len(keys) or 1
+    gate = storage_gate(lock.alias)
+    size = gate.slice_size if gate is not None else max(len(keys), 1)
     results: dict[str, LockResult] = {}
     for start in range(0, len(keys), size):
         part = keys[start : start + size]
-        gate.acquire(len(part))
+        if gate is not None:
+            gate.acquire(len(part))
         results.update(lock.set_many(part, on=on))
     return results
 

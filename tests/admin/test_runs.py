@@ -164,6 +164,6 @@ def test_run_batches__read_only_and_filterable_by_run_and_state(make_policy, bob
 
 
 def _quiet(*, now):
-    from retention.guard import GuardReading
+    from retention.engine.guard import GuardReading
 
     return GuardReading(over_budget=False, value=0.0, budget=30.0, detail="")

@@ -14,9 +14,9 @@ from django.core.management import CommandError, call_command
 from django.db.models import F
 
 from retention import api, engine, redaction
-from retention.disposal import DisposalItem, ObjectDisposer
 from retention.engine import BATCH_TASK
-from retention.guard import GuardReading
+from retention.engine.disposal import DisposalItem, ObjectDisposer
+from retention.engine.guard import GuardReading
 from retention.models import (
     DeletionEvent,
     EventKind,

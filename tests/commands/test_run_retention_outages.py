@@ -28,7 +28,7 @@ from django.db import OperationalError
 from django.urls import reverse
 from storages.backends.s3 import S3Storage
 
-from retention.disposal import DisposalItem, ObjectDisposer
+from retention.engine.disposal import DisposalItem, ObjectDisposer
 from retention.models import RecordState, RetentionRecord, Run, RunStatus
 from retention.storage import KeyResult, Outcome
 from retention.storage.s3 import S3Adapter
@@ -208,7 +208,7 @@ def test_s3_unreachable__one_warning_when_it_stops_answering_and_one_with_the_co
         for n, k in enumerate(keys)
     ]
 
-    from retention.pacing import gate_for
+    from retention.engine.pacing import gate_for
 
     gate = gate_for(data_class="idv.photo")
     with caplog.at_level(logging.INFO, logger="retention.storage"):

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from retention import api, engine
+from retention.engine.guard import GuardReading
 from retention.engine.publish import BATCH_TASK
-from retention.guard import GuardReading
 from retention.models import BatchState, RetentionRecord, Run, RunBatch, RunStatus
 from tests.engine.test_dispatch import (
     FakeTime,

@@ -23,8 +23,8 @@ from retention import api, engine, services
 from retention.digest import key_digests
 from retention.engine import BATCH_TASK
 from retention.engine.breaker import breaker_held
+from retention.engine.guard import GuardReading
 from retention.exceptions import InvalidPolicyVersion, InvalidTransition, NotAllowed
-from retention.guard import GuardReading
 from retention.models import (
     BatchState,
     BreakerState,

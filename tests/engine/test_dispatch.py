@@ -28,7 +28,6 @@ from django_q.signing import SignedPackage
 from freezegun import freeze_time
 
 from retention import api, engine
-from retention.disposal import DisposalItem, ObjectDisposer
 from retention.engine import (
     BATCH_TASK,
     DISPATCH_TASK,
@@ -36,8 +35,9 @@ from retention.engine import (
     WATCHDOG_SCHEDULE,
     schedule_slot_for,
 )
+from retention.engine.disposal import DisposalItem, ObjectDisposer
+from retention.engine.guard import GuardReading
 from retention.exceptions import RecordBeingDisposed
-from retention.guard import GuardReading
 from retention.models import (
     BatchState,
     DeletionEvent,

@@ -10,7 +10,8 @@ import pytest
 from django.core.files.storage import storages
 
 from retention import api, engine, services
-from retention.disposal import DisposalItem, ObjectDisposer
+from retention.engine.disposal import DisposalItem, ObjectDisposer
+from retention.engine.pacing import RateGate, UnlimitedGate
 from retention.exceptions import RecordBeingDisposed
 from retention.models import (
     DeletionEvent,
@@ -20,7 +21,6 @@ from retention.models import (
     Run,
     RunMode,
 )
-from retention.pacing import RateGate, UnlimitedGate
 from retention.storage import KeyResult, Outcome, get_adapter
 from tests.helpers import add_s3_storage, dry_run, enforce, exists, put_tracked
 

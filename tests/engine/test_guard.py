@@ -21,7 +21,14 @@ from django_q.conf import Conf
 from django_q.tasks import async_task
 from freezegun import freeze_time
 
-from retention.guard import GuardReading, foreground_guard_read
+from retention.conf import settings as retention_settings
+from retention.engine.guard import (
+    DEFAULT_SIGNAL,
+    OLD_DEFAULT_SIGNAL,
+    GuardReading,
+    foreground_guard_read,
+    oldest_queued_task_age,
+)
 
 T0 = datetime(2026, 3, 14, 12, 0, 0, tzinfo=UTC)
 QUEUE = "shipments"
@@ -131,6 +138,35 @@ def test_guard_orm__the_oldest_waiting_task_sets_the_age(orm_queue):
     assert reading.detail == (
         "queue 'shipments': 2 waiting, the oldest for 45.0 s (over budget 30 s)"
     )
+
+
+def test_guard__the_default_setting_names_the_engines_signal():
+    assert retention_settings.FOREGROUND_GUARD == DEFAULT_SIGNAL
+    assert DEFAULT_SIGNAL == "retention.engine.guard.oldest_queued_task_age"
+
+
+@pytest.mark.parametrize("path", [DEFAULT_SIGNAL, OLD_DEFAULT_SIGNAL])
+def test_guard_orm__the_default_signal_reads_by_its_path_and_by_its_old_one(
+    orm_queue, settings, path
+):
+    # Hosts may still name "retention.guard.oldest_queued_task_age" (the
+    # default until issue 27): the kept module retention.guard resolves it.
+    settings.RETENTION_FOREGROUND_GUARD = path
+    publish(orm_queue, T0)
+
+    reading = read(45)
+
+    assert reading.over_budget is True
+    assert reading.detail == (
+        "queue 'shipments': 1 waiting, the oldest for 45.0 s (over budget 30 s)"
+    )
+
+
+def test_guard__the_kept_module_is_the_engines_guard():
+    import retention.guard as kept
+
+    assert kept.GuardReading is GuardReading
+    assert kept.oldest_queued_task_age is oldest_queued_task_age
 
 
 def test_guard_orm__budget_comes_from_the_setting(orm_queue, settings):

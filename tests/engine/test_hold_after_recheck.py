@@ -19,7 +19,7 @@ import pytest
 from django.core.management import call_command
 
 from retention import api, engine
-from retention.disposal import DisposalItem, ObjectDisposer
+from retention.engine.disposal import DisposalItem, ObjectDisposer
 from retention.models import DeletionEvent, EventOutcome, RecordState, RetentionRecord, Run, RunMode
 from retention.storage import KeyResult
 from tests.engine.test_dispatch import FakeTime, Queue, dispatch, enqueue

@@ -17,10 +17,10 @@ import pytest
 from django.db import connection, connections
 
 from retention import engine
-from retention.disposal import DisposalItem, ObjectDisposer
 from retention.engine import outage
+from retention.engine.disposal import DisposalItem, ObjectDisposer
+from retention.engine.pacing import RateGate
 from retention.models import Run, RunMode, RunStatus
-from retention.pacing import RateGate
 from retention.storage import KeyResult
 from tests.helpers import exists, put_tracked
 

@@ -20,7 +20,8 @@ import pytest
 
 from retention import api, engine
 from retention.conf import settings as retention_settings
-from retention.disposal import ObjectDisposer, can_overlap
+from retention.engine.disposal import ObjectDisposer, can_overlap
+from retention.engine.pacing import UnlimitedGate
 from retention.models import (
     DeletionEvent,
     EventBatch,
@@ -30,7 +31,6 @@ from retention.models import (
     Run,
     RunStatus,
 )
-from retention.pacing import UnlimitedGate
 from retention.selectors.evidence import VerifyResult, chain_verify
 from retention.storage import KeyResult, get_adapter
 from retention.storage.s3 import S3Adapter

@@ -18,16 +18,17 @@ import pytest
 from django.db import connection, connections
 
 from retention import metrics
-from retention.disposal import DisposalItem, ObjectDisposer
+from retention.engine.disposal import DisposalItem, ObjectDisposer
+from retention.engine.pacing import UnlimitedGate, gate_for
 from retention.models import RateGateState
-from retention.pacing import (
+from retention.services.hold_mirror import locks_set
+from retention.services.rate_gates import (
     Limit,
     Reservation,
     SharedRateGate,
-    UnlimitedGate,
     effective_factor,
-    gate_for,
     slice_size_for,
+    storage_gate,
 )
 from retention.storage import KeyResult, Outcome
 from retention.storage.s3 import S3Adapter
@@ -123,6 +124,42 @@ def test_gate_for__a_storage_limit_joins_the_class_limit(settings):
     assert both.slice_size == 5  # the stricter limit decides
     assert other is class_gate
     assert isinstance(storage_only, SharedRateGate) and storage_only.names == ("storage:s3",)
+
+
+class Lock:
+    """An ObjectLock as the hold mirror uses it: the slices it was asked to set."""
+
+    alias = "s3"
+
+    def __init__(self) -> None:
+        self.slices: list[list[str]] = []
+
+    def set_many(self, keys: list[str], *, on: bool) -> dict[str, Any]:
+        self.slices.append(list(keys))
+        return {}
+
+
+def test_storage_gate__without_a_storage_limit_the_mirror_sends_every_key_at_once():
+    # No django_db mark: any query would raise.
+    lock = Lock()
+
+    locks_set(lock, ["a", "b", "c"], on=True)
+
+    assert storage_gate("s3") is None
+    assert lock.slices == [["a", "b", "c"]]
+
+
+@pytest.mark.django_db
+def test_storage_gate__the_hold_mirror_books_the_storages_gate_as_deletes_do(settings):
+    settings.RETENTION_STORAGE_RATE_LIMITS = {"s3": 20}
+    lock = Lock()
+
+    locks_set(lock, ["a", "b", "c", "d", "e"], on=True)
+
+    gate = storage_gate("s3")
+    assert gate is not None and gate.names == ("storage:s3",)
+    assert lock.slices == [["a", "b"], ["c", "d"], ["e"]]  # a tenth of a second each
+    assert RateGateState.objects.filter(name="storage:s3").exists()
 
 
 @pytest.mark.parametrize(

@@ -17,9 +17,10 @@ import pytest
 
 from retention import engine
 from retention.conf import settings as retention_settings
-from retention.disposal import DisposalItem, ObjectDisposer
+from retention.engine.disposal import DisposalItem, ObjectDisposer
+from retention.engine.guard import GuardReading
+from retention.engine.pacing import RateGate
 from retention.engine.stepping import Stepper
-from retention.guard import GuardReading
 from retention.models import (
     DeletionEvent,
     RecordState,
@@ -30,7 +31,6 @@ from retention.models import (
     RunStatus,
     RunTrigger,
 )
-from retention.pacing import RateGate
 from retention.selectors.run_rules import run_rules
 from retention.storage import KeyResult, Outcome
 from tests.helpers import put_tracked

@@ -7,7 +7,7 @@ import os
 from datetime import datetime
 from pathlib import Path
 
-from retention.guard import GuardReading
+from retention.engine.guard import GuardReading
 
 
 def busy_while_file(*, now: datetime) -> GuardReading:

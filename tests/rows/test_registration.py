@@ -203,8 +203,8 @@ def test_run__a_changed_scope_disposes_of_nothing_and_the_run_says_why(logs, row
 
 def test_queued_run__a_changed_scope_publishes_no_page_of_the_class(logs, row_registry, now):
     from retention import engine
+    from retention.engine.guard import GuardReading
     from retention.engine.publish import BATCH_TASK
-    from retention.guard import GuardReading
 
     def quiet(*, now: datetime) -> GuardReading:
         return GuardReading(over_budget=False, value=0.0, budget=30.0, detail="")

@@ -396,13 +396,13 @@ def test_reconcile__by_default_skips_a_storage_alias_no_longer_configured(
 def test_reconcile__a_store_failing_while_findings_are_acted_on_ends_error(
     world: dict[str, RetentionRecord], now: datetime, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from retention.engine import reconcile_act
+    from retention.engine.reconcile import act
     from retention.storage.listing import ListingFailed
 
     def unreachable(adapter: Any, key: str) -> bool:
         raise ListingFailed("storage 'default': could not look at an object (OSError)")
 
-    monkeypatch.setattr(reconcile_act, "object_present", unreachable)
+    monkeypatch.setattr(act, "object_present", unreachable)
 
     run = engine.reconcile_run(now=now)
 
@@ -417,7 +417,7 @@ def test_reconcile__an_unexpected_error_closes_the_run_naming_no_key(
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    from retention.engine import reconcile
+    from retention.engine.reconcile import run as reconcile
 
     def quoting_a_key(*args: Any, **kwargs: Any) -> None:
         raise RuntimeError("duplicate key (default, acme/kept.jpg)")

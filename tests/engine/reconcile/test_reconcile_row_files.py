@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from retention import api, engine
 from retention.digest import key_digest
-from retention.engine import reconcile_rows
+from retention.engine.reconcile import row_files
 from retention.models import RetentionRecord
 from tests.rowhost.models import Shipment
 
@@ -56,7 +56,7 @@ def shipments(row_registry: Any, make_policy: Any, now: datetime) -> list[Shipme
 
 def test_reconcile__files_of_governed_rows_are_not_orphans(shipments, now, monkeypatch):
     # Pages of two names: the merge crosses pages of the file column.
-    monkeypatch.setattr(reconcile_rows, "PAGE", 2)
+    monkeypatch.setattr(row_files, "PAGE", 2)
 
     run = engine.reconcile_run(now=now)
 

@@ -340,8 +340,8 @@ def test_rows__a_queued_run_deletes_them_page_by_page_and_a_redelivery_does_noth
     logs: Any, now: datetime
 ):
     from retention import engine
+    from retention.engine.guard import GuardReading
     from retention.engine.publish import BATCH_TASK
-    from retention.guard import GuardReading
 
     def quiet(*, now: datetime) -> GuardReading:
         return GuardReading(over_budget=False, value=0.0, budget=30.0, detail="")

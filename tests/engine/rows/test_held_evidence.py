@@ -29,8 +29,8 @@ from django.db import transaction
 from retention import api, engine, redaction
 from retention.digest import key_digest
 from retention.engine import BATCH_TASK
-from retention.engine.row_evidence import RowEvents
-from retention.guard import GuardReading
+from retention.engine.guard import GuardReading
+from retention.engine.rows.evidence import RowEvents
 from retention.models import (
     DeletionEvent,
     EventKind,

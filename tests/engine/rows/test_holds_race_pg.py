@@ -16,7 +16,8 @@ from django.db import connection, connections
 from django.db.models.signals import post_delete
 
 from retention import api
-from retention.engine import row_sweep, run_execute, run_start
+from retention.engine import run_execute, run_start
+from retention.engine.rows import sweep as row_sweep
 from tests.engine.rows.test_engine import _logs
 from tests.rowhost.models import RequestLog
 

@@ -18,7 +18,8 @@ from django.db.models.signals import post_delete
 
 from retention import api
 from retention.digest import key_digest
-from retention.engine import row_sweep, run_execute, run_start
+from retention.engine import run_execute, run_start
+from retention.engine.rows import sweep as row_sweep
 from retention.models import DeletionEvent, EventOutcome
 from retention.selectors.run_rules import run_rules
 from tests.helpers import chain_ok, row_events
@@ -210,7 +211,7 @@ def test_row_batch__waits_for_the_chain_head_before_the_runs_row(
 
     from retention import engine
     from retention.engine.publish import BATCH_TASK
-    from retention.engine.row_batch import rows_batch
+    from retention.engine.rows.batch import rows_batch
     from retention.models import ChainHead, Run, RunBatch
 
     _logs_class(make_policy)

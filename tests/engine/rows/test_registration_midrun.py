@@ -21,8 +21,8 @@ from django.db import OperationalError
 
 from retention import engine
 from retention.engine import run_execute, run_start
+from retention.engine.guard import GuardReading
 from retention.engine.publish import BATCH_TASK
-from retention.guard import GuardReading
 from retention.models import PolicyVersion, Run
 from tests.rowhost.models import RequestLog
 from tests.rows.test_registration import DATA_CLASS, _only_errors, _register, _rows

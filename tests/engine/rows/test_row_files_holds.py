@@ -63,17 +63,17 @@ def _while_deleting(monkeypatch: pytest.MonkeyPatch, act: Any) -> None:
 def test_row_files__a_hold_placed_after_the_check_keeps_the_object_its_record_and_the_row(
     shipped, author, now, monkeypatch
 ):
-    from retention.engine import rows
+    from retention.engine.rows import page
 
     tracked, row = shipped
-    check = rows.held_file_rows
+    check = page.held_file_rows
 
     def check_then_hold(**kwargs: Any) -> set[Any]:
         found = check(**kwargs)
         api.place_hold(reason="claim 9", placed_by=author, record=tracked, now=now)
         return found
 
-    monkeypatch.setattr(rows, "held_file_rows", check_then_hold)
+    monkeypatch.setattr(page, "held_file_rows", check_then_hold)
 
     run = _enforce(now)
 

@@ -6,7 +6,7 @@ signal, no relation to follow) on PostgreSQL. The page is then one
 its select leaving out the held rows as the holds are when it starts, or
 (rows read first) the ids of the rows a hold leaves free bound as one
 array. Also here: the approved-cascade guard every delete path of
-``retention.engine.rows`` goes through.
+``retention.engine.rows.page`` goes through.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from django.db.models.deletion import Collector
 
 from retention.chain.events import EventsRecorded
 from retention.chain.row_keys import key_recorded
-from retention.engine.row_evidence import PageGroup, RowEvents
-from retention.engine.row_select import RowCursor, RowPage, locked_page
+from retention.engine.rows.evidence import PageGroup, RowEvents
+from retention.engine.rows.select import RowCursor, RowPage, locked_page
 from retention.models import EventOutcome, RowEventKey, Run
 from retention.rows.cascade import cascade_models, label
 from retention.rows.registry import RowClass
@@ -221,7 +221,7 @@ def _stamped_in_sql(row: RowClass) -> bool:
 
 def _row_keys_insert() -> str:
     """The row keys of ``gone``'s integer keys: a scope parameter, then the key
-    offset to sort as unsigned (``row_evidence.INT_KEY_OFFSET``), in hex."""
+    offset to sort as unsigned (``evidence.INT_KEY_OFFSET``), in hex."""
     table = connections[router.db_for_write(RowEventKey)].ops.quote_name(RowEventKey._meta.db_table)
     return (
         f"INSERT INTO {table} (key) SELECT "

@@ -1,7 +1,7 @@
 """Selecting a page of a class of model rows: the due rows, the keyset, the locks.
 
-Shared by deleting (``retention.engine.rows``) and redacting
-(``retention.engine.row_redact``) pages.
+Shared by deleting (``retention.engine.rows.page``) and redacting
+(``retention.engine.rows.redact``) pages.
 """
 
 from __future__ import annotations

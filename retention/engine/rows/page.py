@@ -1,14 +1,14 @@
-"""Model rows as data classes: one short transaction per page of a host's table.
+"""A page of a class of model rows: one short transaction on a host's table.
 
 A page is selected in ``(time, pk)`` order after the run's cursor, under row
 locks (``FOR UPDATE SKIP LOCKED``: a row another worker holds is left to it),
 re-checked in the same statement (past the run's fixed cutoff, in the
 class's scope, not covered by a hold as the holds are when it starts: they
-are read inside the page, ``row_select.unheld_read``), then deleted or
+are read inside the page, ``select.unheld_read``), then deleted or
 redacted and recorded, all before the commit. Held rows are left out of the
 select: a run records them once per class, hold and tenant when it has swept
-the class (``retention.engine.row_held``). No lock is held
-across pages, and each page runs under ``RETENTION_ROWS_LOCK_TIMEOUT_MS`` and
+the class (``held``). No lock is held across pages, and each page runs
+under ``RETENTION_ROWS_LOCK_TIMEOUT_MS`` and
 ``RETENTION_ROWS_STATEMENT_TIMEOUT_MS``.
 
 A delete goes through Django's deletion collector, so the host's signals
@@ -34,9 +34,9 @@ from django.db import models, router, transaction
 from django.db.models.deletion import Collector, ProtectedError, RestrictedError
 
 from retention.chain.events import EventsRecorded
-from retention.engine.row_evidence import RowEvents, keys_looked_up
-from retention.engine.row_files import files_delete, held_file_rows
-from retention.engine.row_plain import (
+from retention.engine.rows.evidence import RowEvents, keys_looked_up
+from retention.engine.rows.files import files_delete, held_file_rows
+from retention.engine.rows.plain import (
     CascadeViolation,
     delete_ids,
     delete_returning,
@@ -44,8 +44,8 @@ from retention.engine.row_plain import (
     refuse_outside,
     returning_columns,
 )
-from retention.engine.row_redact import redact_page
-from retention.engine.row_select import (
+from retention.engine.rows.redact import redact_page
+from retention.engine.rows.select import (
     RowCursor,
     RowPage,
     after_cursor,
@@ -106,7 +106,7 @@ def _page(
     try:
         with transaction.atomic():
             page_timeouts()
-            # The rows a hold covers are not the page's (``row_held`` records
+            # The rows a hold covers are not the page's (``held`` records
             # them); the holds are read here, inside the page, and its select
             # sees any placed since (``unheld_read``).
             if returning is not None:
@@ -140,7 +140,7 @@ def _delete_locked(
 
     The select left the held rows out; a row a hold covers all the same
     (the holds and the select are one spelling) is kept, and the class's
-    held evidence (``row_held``) records it.
+    held evidence (``held``) records it.
     """
     result.seen = len(rows)
     if not rows:
@@ -227,7 +227,7 @@ def _delete_with_files(
     if not page:
         return result
     # The select left out the rows a hold covers; an object that is also a
-    # tracked record under a hold keeps its row too (``row_held`` records it
+    # tracked record under a hold keeps its row too (``held`` records it
     # with the held rows, at the class's end).
     file_held = held_file_rows(row=row, rows=page)
     keys = [r[0] for r in page if r[0] not in file_held]

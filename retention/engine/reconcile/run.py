@@ -1,12 +1,11 @@
-"""Reconciliation: walk a store's listing and the records in one key order, as a merge.
+"""A reconciliation run: walk a store's listing and the records in one key order, as a merge.
 
 ``reconcile_run`` writes a run (mode ``reconcile``) before it lists anything,
 then, per storage, walks the listing and the records of that storage side by
 side. Memory holds one page of each and the findings' record ids, never the
-listing. Findings are acted on only once every listing has ended
-(``retention.engine.reconcile_act``): a listing that fails halfway ends the
-run ``error`` with nothing changed. The report names objects by digest,
-size and age, never by key.
+listing. Findings are acted on only once every listing has ended (``act``):
+a listing that fails halfway ends the run ``error`` with nothing changed.
+The report names objects by digest, size and age, never by key.
 """
 
 from __future__ import annotations
@@ -26,7 +25,7 @@ from django.db.models.lookups import GreaterThan, GreaterThanOrEqual, LessThan
 
 from retention.digest import key_digest
 from retention.engine.ledger import run_finish, run_refuse
-from retention.engine.reconcile_act import (
+from retention.engine.reconcile.act import (
     RECORD_FIELDS,
     ROW_FILE_COUNTS,
     Findings,
@@ -34,8 +33,8 @@ from retention.engine.reconcile_act import (
     adopt_target,
     findings_act,
 )
-from retention.engine.reconcile_locks import legal_holds_compare
-from retention.engine.reconcile_rows import RowFiles, row_files_for
+from retention.engine.reconcile.locks import legal_holds_compare
+from retention.engine.reconcile.row_files import RowFiles, row_files_for
 from retention.exceptions import RunRefused
 from retention.models import (
     RECONCILE_COUNTS,

@@ -17,8 +17,8 @@ from django.db.models import Exists, Min, OuterRef
 from django.db.models.deletion import Collector, ProtectedError, RestrictedError
 from django.db.models.functions import Cast
 
-from retention.engine.row_redact import row_mark
-from retention.engine.row_select import after_cursor, rows_due
+from retention.engine.rows.redact import row_mark
+from retention.engine.rows.select import after_cursor, rows_due
 from retention.models import Disposition, RowSkip, Run
 from retention.rows.registry import RowClass
 from retention.selectors.holds import held_rows

@@ -4,7 +4,7 @@ The executors ask a ``RowSweep`` for the next page as they ask the claims for
 the next page of records; the sweep keeps the class's keyset cursor and knows
 when the class is done (a page that found nothing), or stopped for review.
 
-Where a page is one plain statement (``row_plain``: no delete signal, no
+Where a page is one plain statement (``plain``: no delete signal, no
 relation to follow, no files, no rate to keep, no limit) on PostgreSQL, a
 second lane of pages runs beside the engine's: a thread with its own
 connection, each page its own short transaction. Each lane walks the keyset
@@ -28,10 +28,10 @@ from datetime import datetime
 from django.db import connection, connections, router
 from django.utils import timezone
 
-from retention.engine.row_held import held_rows_record
-from retention.engine.row_plain import plain_delete
-from retention.engine.row_select import RowCursor, RowPage
-from retention.engine.rows import rows_page
+from retention.engine.rows.held import held_rows_record
+from retention.engine.rows.page import rows_page
+from retention.engine.rows.plain import plain_delete
+from retention.engine.rows.select import RowCursor, RowPage
 from retention.engine.rules import registration_recheck, rules_version
 from retention.engine.stepping import Clock
 from retention.models import Disposition, Policy, Run
@@ -113,7 +113,7 @@ class RowSweep:
             self.stopped = True
         self.done = self.main.done and self.thread is None
         if self.done and not self.stopped:
-            # Swept to its end: its held rows, once (``row_held``).
+            # Swept to its end: its held rows, once (``held``).
             page.counts.update(
                 held_rows_record(run=self.run, row=self.row, rules=self.rules, now=now)
             )

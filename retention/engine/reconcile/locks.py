@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
-from retention.engine.reconcile_act import Findings
+from retention.engine.reconcile.act import Findings
 from retention.models import RecordState, RetentionRecord
 from retention.selectors.holds import held_record_ids
 

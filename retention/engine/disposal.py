@@ -14,7 +14,7 @@ from typing import Protocol
 
 from django.core.exceptions import SuspiciousOperation
 
-from retention.pacing import RateGate
+from retention.engine.pacing import RateGate
 from retention.storage import KeyResult, StorageAdapter, get_adapter
 
 

@@ -28,9 +28,9 @@ from django.utils.dateparse import parse_datetime
 
 from retention.chain.events import chain_head_lock
 from retention.conf import settings
-from retention.engine.row_held import held_rows_record
-from retention.engine.row_select import RowCursor
-from retention.engine.rows import rows_page
+from retention.engine.rows.held import held_rows_record
+from retention.engine.rows.page import rows_page
+from retention.engine.rows.select import RowCursor
 from retention.engine.rules import registration_recheck
 from retention.engine.stepping import Stepper
 from retention.models import PolicyVersion, Run, RunBatch, RunStatus

@@ -31,9 +31,9 @@ from django.db import transaction
 from retention.chain.events import events_append
 from retention.digest import key_digests_raw
 from retention.engine.ledger import run_counts_add
-from retention.engine.row_evidence import RowEvents
-from retention.engine.row_files import held_files_q
-from retention.engine.row_measure import rows_pending
+from retention.engine.rows.evidence import RowEvents
+from retention.engine.rows.files import held_files_q
+from retention.engine.rows.measure import rows_pending
 from retention.models import Run
 from retention.receipts import evidence
 from retention.rows.registry import RowClass

@@ -23,7 +23,7 @@ from django.db.models import F, FileField, Q
 from django.db.models.functions import Collate
 from django.db.models.lookups import GreaterThan
 
-from retention.engine.row_files import storage_alias
+from retention.engine.rows.files import storage_alias
 from retention.rows.registry import row_classes
 
 PAGE = 1000

@@ -5,7 +5,7 @@ does not walk the ones already done: each class keeps a mark (``RowMark``,
 in ``(time, pk)`` order) before which every row is redacted or listed as
 skipped (``RowSkip``: held, or its strategy failed). A run looks at the
 skipped rows first, then pages on from the mark through the time index.
-Held rows are recorded once per run, class, hold and tenant (``row_held``),
+Held rows are recorded once per run, class, hold and tenant (``held``),
 not by the pages that list them; a page asks which of its locked rows a
 hold covers with deletion's own filter (``RowHolds.unheld``).
 """
@@ -21,8 +21,8 @@ from typing import Any
 from django.db import models, transaction
 
 from retention import redaction
-from retention.engine.row_evidence import RowEvents
-from retention.engine.row_select import (
+from retention.engine.rows.evidence import RowEvents
+from retention.engine.rows.select import (
     RowPage,
     page_timeouts,
     rows_due,
@@ -124,7 +124,7 @@ def _redact(
     filter deletion's select uses (``RowHolds.unheld``), as the holds are
     when that statement starts. A held row gets no event here: listed as
     skipped, it is among the rows the class's held evidence records once
-    the run has swept the class (``row_held``), and the next run looks at
+    the run has swept the class (``held``), and the next run looks at
     it again.
     """
     counts: Counter[str] = Counter()

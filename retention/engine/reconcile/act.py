@@ -74,9 +74,9 @@ class Findings:
         self.samples: dict[str, list[dict[str, Any]]] = {name: [] for name in ("orphans", *ACTED)}
         self.not_adopted: Counter[str] = Counter()
         # A storage whose holds are mirrored as Object Lock legal holds
-        # (``reconcile_locks``): legal_hold_mismatch and legal_hold_unchecked.
+        # (``locks``): legal_hold_mismatch and legal_hold_unchecked.
         self.lock_counts: dict[str, int] = {}
-        # A storage where registered row classes keep files (``reconcile_rows``):
+        # A storage where registered row classes keep files (``row_files``):
         # row_files (named by a row, left alone) and files_of_deleted_rows.
         self.row_counts: dict[str, int] = {}
 

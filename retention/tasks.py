@@ -49,7 +49,7 @@ def run_resume(run_id: str) -> str:
 def run_dispatch(payload: dict[str, Any]) -> str:
     """Arm a queued run: measure it and publish its first batches (one bounded unit)."""
     engine.run_host_clock_record(payload["run_id"], host_clock_read())
-    return engine.run_dispatch(run_id=payload["run_id"])
+    return engine.run_arm(run_id=payload["run_id"])
 
 
 def batch_dispose(payload: dict[str, Any]) -> dict[str, int]:

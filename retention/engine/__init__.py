@@ -64,9 +64,8 @@ from retention.engine.publish import (
     BATCH_TASK,
     DISPATCH_TASK,
     run_enqueue,
-    run_trigger,
 )
-from retention.engine.queued import run_advance, run_dispatch
+from retention.engine.queued import run_advance, run_arm
 from retention.engine.reconcile.run import reconcile_run
 from retention.engine.schedule import (
     SWEEP_SCHEDULE,
@@ -97,8 +96,8 @@ __all__ = [
     "records_claim_next",
     "run_abort",
     "run_advance",
+    "run_arm",
     "run_counts",
-    "run_dispatch",
     "run_enqueue",
     "run_execute",
     "run_finish",
@@ -106,7 +105,6 @@ __all__ = [
     "run_resume",
     "run_schedule_fire",
     "run_start",
-    "run_trigger",
     "runs_resume_stalled",
     "schedule_slot_for",
     "schedules_install",

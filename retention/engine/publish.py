@@ -97,14 +97,20 @@ def run_enqueue(
     max_seconds: float | None = None,
     schedule_slot: datetime | None = None,
     deadline_at: datetime | None = None,
+    key_id: str | None = None,
     now: datetime,
     publish: Publish | None = None,
 ) -> Run:
-    """Write a queued run and publish its dispatcher.
+    """Start a queued run (``run_start``) and publish its arm task.
 
     Raises RunRefused (the refused run kept in the ledger) as run_start does.
-    If the dispatcher cannot be published the run is closed with status
-    ``error`` and RunRefused(reason="queue_unavailable") is raised.
+    The command, the schedule and the watchdog publish at once: if the arm
+    task cannot be published the run is closed with status ``error`` and
+    RunRefused(reason="queue_unavailable") is raised. The signed API trigger
+    (``trigger="api"``, with the signing ``key_id``) publishes once the
+    caller's transaction commits, so no worker looks for a run not yet
+    committed; then a queue that cannot take it closes the run (``error``)
+    and the caller learns it from the run's status.
     """
     if max_seconds is not None:
         if max_seconds <= 0:
@@ -122,55 +128,26 @@ def run_enqueue(
         deadline_at=deadline_at,
         now=now,
     )
+    if trigger == RunTrigger.API:
+        api_logger.info("run %s started through the API: key_id=%s mode=%s", run.pk, key_id, mode)
+
+        def publish_after_commit() -> None:
+            try:
+                dispatcher_publish(run, publish=publish)
+            except Exception as exc:
+                _queue_unavailable(run, exc, db_now())
+                return
+            run_resume_arm(run, db_now())
+
+        transaction.on_commit(publish_after_commit)
+        return run
     # Published now. Inside the caller's transaction the ORM broker commits the
     # task with the run; a broker outside the database may deliver it first,
-    # and the dispatcher waits for the run to appear (else the watchdog
+    # and the arm task waits for the run to appear (else the watchdog
     # re-publishes it).
     try:
         dispatcher_publish(run, publish=publish)
     except Exception as exc:
         raise _queue_unavailable(run, exc, now) from exc
     run_resume_arm(run, now)
-    return run
-
-
-def run_trigger(
-    *,
-    mode: str,
-    data_classes: Sequence[str] | None,
-    tenant_id: str | None,
-    limit: int | None,
-    max_seconds: float | None,
-    key_id: str,
-    now: datetime,
-    publish: Publish | None = None,
-) -> Run:
-    """Start a run (trigger ``api``) and queue its sweep once the run is committed.
-
-    Raises RunRefused, with the refused run kept in the ledger, as run_start
-    does. A dispatcher that cannot be queued closes the run (``error``) after
-    the commit; the caller learns it from the run's status.
-    """
-    run = run_start(
-        mode=mode,
-        trigger=RunTrigger.API,
-        data_classes=data_classes,
-        tenant_id=tenant_id,
-        limit=limit,
-        executor=RunExecutor.QUEUE,
-        deadline_at=now + timedelta(seconds=max_seconds) if max_seconds else None,
-        now=now,
-    )
-    api_logger.info("run %s started through the API: key_id=%s mode=%s", run.pk, key_id, mode)
-
-    def publish_after_commit() -> None:
-        try:
-            dispatcher_publish(run, publish=publish)
-        except Exception as exc:
-            _queue_unavailable(run, exc, db_now())
-            return
-        run_resume_arm(run, db_now())
-
-    # A worker that picked the task up before the commit would not see the run.
-    transaction.on_commit(publish_after_commit)
     return run

@@ -3,10 +3,10 @@
 A queued run moves in bounded steps, each one short task on a django-q2
 worker:
 
-- the *arm* task (``run_dispatch``, published when the run is accepted)
-  measures the run once, lets the volume breaker decide each class
-  (``retention.engine.breaker``; no batch of a held class is published),
-  and publishes its first batches;
+- the *arm* task (``run_arm``; its task path is ``retention.tasks.run_dispatch``,
+  published when the run is accepted) measures the run once, lets the volume
+  breaker decide each class (``retention.engine.breaker``; no batch of a held
+  class is published), and publishes its first batches;
 - each *batch* task (``retention.engine.batch``) claims one page itself,
   right before deleting it (so the claim is the re-check, as inline),
   finalizes it, then *advances* the run: under a short lock on the run's row
@@ -75,7 +75,7 @@ Guard = Callable[..., "GuardReading"]
 MAX_PUBLISH_FAILURES = 3
 
 
-def run_dispatch(
+def run_arm(
     *,
     run_id: uuid.UUID | str,
     clock: Clock = db_now,

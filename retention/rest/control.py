@@ -17,8 +17,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from retention.clock import db_now
-from retention.engine import run_trigger
-from retention.models import RunMode, RunStatus, data_class_validator
+from retention.engine import run_enqueue
+from retention.models import RunMode, RunStatus, RunTrigger, data_class_validator
 from retention.reporting import run_as_json
 from retention.rest.exceptions import ApiError, RunRefusedErrorSerializer
 from retention.rest.schema import error_responses
@@ -113,7 +113,8 @@ class RunStartApi(ControlPlaneApiView):
     def post(self, request: Request) -> Response:
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        run = run_trigger(
+        run = run_enqueue(
+            trigger=RunTrigger.API,
             key_id=request.user.key_id,  # type: ignore[union-attr]
             now=db_now(),
             mode=data.validated_data["mode"],

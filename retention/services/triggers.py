@@ -12,4 +12,4 @@ from retention import engine
 
 def run_execute_queued(run_id: str, max_seconds: float | None = None) -> str:
     """Hand the run to a dispatcher, as ``retention.tasks.run_dispatch`` does."""
-    return engine.run_dispatch(run_id=run_id)
+    return engine.run_arm(run_id=run_id)

@@ -144,7 +144,7 @@ def test_run_batches__read_only_and_filterable_by_run_and_state(make_policy, bob
     run = engine.run_enqueue(
         mode=RunMode.ENFORCE, trigger=RunTrigger.COMMAND, now=now, publish=publish
     )
-    engine.run_dispatch(run_id=run.pk, clock=lambda: now, publish=publish, guard=_quiet)
+    engine.run_arm(run_id=run.pk, clock=lambda: now, publish=publish, guard=_quiet)
     other = RunBatch.objects.order_by("published_at", "token").last()
     RunBatch.objects.filter(pk=other.pk).update(state=BatchState.DONE)
     changelist = reverse("admin:retention_runbatch_changelist")

@@ -370,7 +370,7 @@ def test_queued_run_anchors_when_its_last_batch_closes_it(make_policy, now, anch
         run = engine.run_enqueue(
             mode=RunMode.ENFORCE, trigger=RunTrigger.COMMAND, now=now, publish=publish
         )
-        engine.run_dispatch(
+        engine.run_arm(
             run_id=run.pk,
             clock=lambda: now,
             sleep=lambda _: None,

@@ -158,7 +158,7 @@ def queued(now: datetime, deliver: Callable[[dict[str, Any], Any], None]) -> Run
     run = engine.run_enqueue(
         mode=RunMode.ENFORCE, trigger=RunTrigger.COMMAND, now=now, publish=publish
     )
-    engine.run_dispatch(run_id=run.pk, clock=lambda: now, publish=publish, guard=_quiet)
+    engine.run_arm(run_id=run.pk, clock=lambda: now, publish=publish, guard=_quiet)
     run.refresh_from_db()
     return run
 

@@ -514,7 +514,7 @@ def queued(now: datetime) -> tuple[Run, Queue]:
     run = engine.run_enqueue(
         mode=RunMode.ENFORCE, trigger=RunTrigger.COMMAND, now=now, publish=queue
     )
-    engine.run_dispatch(
+    engine.run_arm(
         run_id=run.pk,
         clock=lambda: now,
         sleep=lambda _: None,

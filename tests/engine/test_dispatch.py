@@ -117,7 +117,7 @@ def enqueue(now: datetime, queue: Queue, **kwargs: Any) -> Run:
 
 def dispatch(run: Run, queue: Queue, guard: Any = under_budget, **kwargs: Any) -> str:
     queue.guard = guard
-    return engine.run_dispatch(
+    return engine.run_arm(
         run_id=run.pk,
         clock=queue.clock,
         sleep=queue.clock.sleep,
@@ -462,7 +462,7 @@ def test_dispatch__two_dispatcher_threads_sweep_once(make_policy, now):
         try:
             barrier.wait()
             results.append(
-                engine.run_dispatch(
+                engine.run_arm(
                     run_id=run.pk,
                     clock=lambda: now,
                     sleep=lambda s: None,
@@ -521,7 +521,7 @@ def test_dispatch__publish_failures_release_rows_and_end_the_run(make_policy, no
     def broker_down(func: str, payload: dict[str, Any], name: str) -> None:
         raise ConnectionError("broker down")
 
-    status = engine.run_dispatch(
+    status = engine.run_arm(
         run_id=run.pk,
         clock=queue.clock,
         sleep=queue.clock.sleep,

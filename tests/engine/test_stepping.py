@@ -229,7 +229,7 @@ class Queue:
 
 
 def dispatch(run: Run, queue: Queue, **kwargs: Any) -> str:
-    return engine.run_dispatch(
+    return engine.run_arm(
         run_id=run.pk,
         clock=queue.time.clock,
         sleep=queue.time.sleep,

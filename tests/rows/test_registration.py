@@ -222,7 +222,7 @@ def test_queued_run__a_changed_scope_publishes_no_page_of_the_class(logs, row_re
     run = engine.run_enqueue(
         mode="enforce", trigger="command", data_classes=[DATA_CLASS], now=now, publish=publish
     )
-    engine.run_dispatch(run_id=run.pk, clock=lambda: now, publish=publish, guard=quiet)
+    engine.run_arm(run_id=run.pk, clock=lambda: now, publish=publish, guard=quiet)
 
     run.refresh_from_db()
     assert run.status == "finished"

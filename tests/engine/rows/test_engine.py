@@ -360,7 +360,7 @@ def test_rows__a_queued_run_deletes_them_page_by_page_and_a_redelivery_does_noth
     run = engine.run_enqueue(
         mode="enforce", trigger="command", data_classes=["logs.request"], now=now, publish=publish
     )
-    engine.run_dispatch(run_id=run.pk, clock=lambda: now, publish=publish, guard=quiet)
+    engine.run_arm(run_id=run.pk, clock=lambda: now, publish=publish, guard=quiet)
 
     run.refresh_from_db()
     assert run.status == "finished"

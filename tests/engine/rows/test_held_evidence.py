@@ -170,7 +170,7 @@ def _queued(now: datetime) -> Run:
         now=now,
         publish=publish,
     )
-    engine.run_dispatch(run_id=run.pk, clock=lambda: now, publish=publish, guard=_quiet)
+    engine.run_arm(run_id=run.pk, clock=lambda: now, publish=publish, guard=_quiet)
     run.refresh_from_db()
     return run
 

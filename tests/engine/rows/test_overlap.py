@@ -225,7 +225,7 @@ def test_row_batch__waits_for_the_chain_head_before_the_runs_row(
     run = engine.run_enqueue(
         mode="enforce", trigger="command", data_classes=["logs.request"], now=now, publish=publish
     )
-    engine.run_dispatch(run_id=run.pk, clock=lambda: now, publish=publish)
+    engine.run_arm(run_id=run.pk, clock=lambda: now, publish=publish)
     batch = RunBatch.objects.get(token=published[0]["token"])
     ChainHead.objects.get_or_create(pk=1)
     head_held, errors = threading.Event(), []

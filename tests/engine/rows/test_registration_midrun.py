@@ -66,7 +66,7 @@ def test_queued_batch__published_before_a_deploy_widened_the_scope_disposes_of_n
     run = engine.run_enqueue(
         mode="enforce", trigger="command", data_classes=[DATA_CLASS], now=now, publish=broker
     )
-    engine.run_dispatch(run_id=run.pk, clock=lambda: now, publish=broker, guard=_quiet)
+    engine.run_arm(run_id=run.pk, clock=lambda: now, publish=broker, guard=_quiet)
     assert len(held) == 1
     # A deploy changes the scope (no version adopts it); then a worker takes the batch.
     _register(row_registry, scope=_only_errors)
@@ -98,7 +98,7 @@ def test_queued_batches__a_deploy_between_two_pages_stops_the_class_after_the_fi
     run = engine.run_enqueue(
         mode="enforce", trigger="command", data_classes=[DATA_CLASS], now=now, publish=broker
     )
-    engine.run_dispatch(run_id=run.pk, clock=lambda: now, publish=broker, guard=_quiet)
+    engine.run_arm(run_id=run.pk, clock=lambda: now, publish=broker, guard=_quiet)
     engine.batch_dispose(
         payload=held.pop(), clock=lambda: now, publish=broker, guard=_quiet, monotonic=one_page
     )

@@ -159,3 +159,19 @@ def test_docs__site_builds_with_warnings_as_errors(tmp_path):
     )
     assert result.returncode == 0, result.stderr
     assert (tmp_path / "reference" / "index.html").is_file()
+
+
+def test_docs__architecture_names_each_step_of_a_run_by_the_engine_function_that_does_it():
+    # The table of verbs in docs/architecture.md is the map of a run: a
+    # renamed or removed engine entry point must show up here, not rot there.
+    import retention.engine
+    import retention.tasks
+
+    text = (DOCS / "architecture.md").read_text()
+    verbs = re.findall(r"^\| `(\w+)` \|", text, flags=re.MULTILINE)
+    assert {"run_start", "run_execute", "run_enqueue", "run_arm", "run_advance"} <= set(verbs)
+    for verb in verbs:
+        assert callable(getattr(retention.engine, verb, None)), f"retention.engine.{verb}"
+    for path in re.findall(r"`retention\.tasks\.(\w+)`", text):
+        assert callable(getattr(retention.tasks, path, None)), f"retention.tasks.{path}"
+    assert "```mermaid" in text

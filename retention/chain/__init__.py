@@ -14,7 +14,7 @@ Why a layer of its own, between the selectors and the services: the chain
 records what was done; it never decides what to delete. It needs only the
 models, a few reads (``retention.selectors.evidence``,
 ``retention.selectors.anchors``) and the hashing of the offline verifier
-(``retention.evidence``), and every writer may append to it: the engine for
+(``retention.receipts.evidence``), and every writer may append to it: the engine for
 each disposal, the watchdog's task for anchors. Filed under the services,
 the engine (which sits above the services) had to import services for its
 every event; here both import it from below, and imports run one way:

@@ -14,7 +14,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from io import StringIO
 from pathlib import Path
 from typing import Any
@@ -52,6 +52,11 @@ def put_tracked(
     return services.record_track(
         tenant_id=tenant_id, data_class=data_class, object_key=saved, now=now, storage=storage
     )
+
+
+def put_expired(count: int, now: datetime, **kwargs: Any) -> list[RetentionRecord]:
+    """``count`` tracked objects 40 days old: past the usual 30-day period at ``now``."""
+    return [put_tracked(now=now - timedelta(days=40), **kwargs) for _ in range(count)]
 
 
 def exists(record: RetentionRecord) -> bool:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from io import StringIO
 from typing import Any
@@ -15,8 +15,6 @@ from django.db.models import F
 
 from retention import api, engine, redaction
 from retention.disposal import DisposalItem, ObjectDisposer
-from retention.engine import BATCH_TASK
-from retention.guard import GuardReading
 from retention.models import (
     DeletionEvent,
     EventKind,
@@ -27,6 +25,7 @@ from retention.models import (
     RunTrigger,
 )
 from retention.storage import KeyResult, Outcome
+from tests.fakes import DiesAfterDelete, Queue, queued
 from tests.helpers import dry_run, enforce, put_tracked
 from tests.rowhost.models import Account, Invoice, RequestLog, Shipment
 
@@ -140,29 +139,6 @@ def test_verify_runs__deleted_absent_failed_retried_and_renewed_counts_agree(mak
 # Queued runs: a batch delivered twice, and one redelivered after a crash
 
 
-def _quiet(*, now: datetime) -> GuardReading:
-    return GuardReading(over_budget=False, value=0.0, budget=30.0, detail="")
-
-
-class DiesAfterDelete(ObjectDisposer):
-    def dispose(self, items: Sequence[DisposalItem], **kwargs: Any) -> Any:
-        super().dispose(items, **kwargs)
-        raise ConnectionError("worker killed after the delete")
-
-
-def queued(now: datetime, deliver: Callable[[dict[str, Any], Any], None]) -> Run:
-    def publish(func: str, payload: dict[str, Any], name: str) -> None:
-        if func == BATCH_TASK:
-            deliver(payload, publish)
-
-    run = engine.run_enqueue(
-        mode=RunMode.ENFORCE, trigger=RunTrigger.COMMAND, now=now, publish=publish
-    )
-    engine.run_dispatch(run_id=run.pk, clock=lambda: now, publish=publish, guard=_quiet)
-    run.refresh_from_db()
-    return run
-
-
 def test_verify_runs__queued_runs_delivered_twice_or_after_a_crash_count_each_event_once(
     make_policy, approver, now
 ):
@@ -171,33 +147,26 @@ def test_verify_runs__queued_runs_delivered_twice_or_after_a_crash_count_each_ev
     api.place_hold(reason="audit", placed_by=approver, tenant_id="held", now=now)
     for _ in range(5):
         expired(now)
-    at = now
 
-    def batch(payload: dict[str, Any], publish: Any, **kwargs: Any) -> None:
-        engine.batch_dispose(
-            payload=payload, clock=lambda: at, publish=publish, guard=_quiet, **kwargs
-        )
+    def twice(queue: Queue, payload: dict[str, Any]) -> None:
+        queue.run_batch(payload)
+        queue.run_batch(payload)
 
-    def twice(payload: dict[str, Any], publish: Any) -> None:
-        batch(payload, publish)
-        batch(payload, publish)
-
-    first = queued(now, twice)
+    first, _ = queued(now, twice)
 
     # One page, deleted by a worker that dies before finalizing it.
     for _ in range(2):
         expired(now)
-    at = now + timedelta(hours=1)
     crashed: list[str] = []
 
-    def crash_then_redeliver(payload: dict[str, Any], publish: Any) -> None:
+    def crash_then_redeliver(queue: Queue, payload: dict[str, Any]) -> None:
         if not crashed:
             crashed.append(payload["token"])
             with pytest.raises(ConnectionError):
-                batch(payload, publish, disposer=DiesAfterDelete())
-        batch(payload, publish)
+                queue.run_batch(payload, disposer=DiesAfterDelete(ConnectionError))
+        queue.run_batch(payload)
 
-    second = queued(at, crash_then_redeliver)
+    second, _ = queued(now + timedelta(hours=1), crash_then_redeliver)
 
     assert first.status == second.status == RunStatus.FINISHED
     assert (first.deleted, first.skipped_held) == (5, 1)

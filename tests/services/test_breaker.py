@@ -8,7 +8,6 @@ records needs no files.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from io import StringIO
 from typing import Any
@@ -24,7 +23,6 @@ from retention.digest import key_digests
 from retention.engine import BATCH_TASK
 from retention.engine.breaker import breaker_held
 from retention.exceptions import InvalidPolicyVersion, InvalidTransition, NotAllowed
-from retention.guard import GuardReading
 from retention.models import (
     BatchState,
     BreakerState,
@@ -40,6 +38,7 @@ from retention.models import (
 from retention.reporting import summary_lines
 from retention.selectors.breaker import DISPOSED_KEY, daily_disposals, median_daily
 from tests.factories import UserFactory
+from tests.fakes import queued, under_budget
 from tests.helpers import dry_run, enforce
 from tests.rowhost.models import RequestLog
 
@@ -488,41 +487,6 @@ def test_breaker__a_dry_run_never_trips_but_says_it_would(make_policy, now):
 
 # --------------------------------------------------------------------------
 # Queued runs
-
-
-@dataclass
-class Queue:
-    """Publishes into a list; a batch is run at once, in-process, as a worker would."""
-
-    now: datetime
-    published: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
-
-    def __call__(self, func: str, payload: dict[str, Any], name: str) -> None:
-        self.published.append((func, payload))
-        if func == BATCH_TASK:
-            engine.batch_dispose(
-                payload=payload, clock=lambda: self.now, publish=self, guard=under_budget
-            )
-
-
-def under_budget(*, now: datetime) -> GuardReading:
-    return GuardReading(over_budget=False, value=0.0, budget=30.0, detail="")
-
-
-def queued(now: datetime) -> tuple[Run, Queue]:
-    queue = Queue(now)
-    run = engine.run_enqueue(
-        mode=RunMode.ENFORCE, trigger=RunTrigger.COMMAND, now=now, publish=queue
-    )
-    engine.run_dispatch(
-        run_id=run.pk,
-        clock=lambda: now,
-        sleep=lambda _: None,
-        publish=queue,
-        guard=under_budget,
-    )
-    run.refresh_from_db()
-    return run, queue
 
 
 def test_breaker__a_queued_run_publishes_no_batch_of_a_held_class(make_policy, now, approver):

@@ -22,6 +22,7 @@ from retention.models import (
 )
 from retention.pacing import RateGate, UnlimitedGate
 from retention.storage import KeyResult, Outcome, get_adapter
+from tests.fakes import DiesAfterDelete
 from tests.helpers import add_s3_storage, dry_run, enforce, exists, put_tracked
 
 pytestmark = pytest.mark.django_db
@@ -147,14 +148,6 @@ def test_duplicate_disposal_of_one_claim__one_tombstone_one_deleted_event(make_p
     assert outcomes(record) == [EventOutcome.DELETED]
     run.refresh_from_db()
     assert run.deleted == 1
-
-
-class DiesAfterDelete(ObjectDisposer):
-    """The object is really deleted; then the process 'dies' before finalize."""
-
-    def dispose(self, items: Sequence[DisposalItem], **kwargs: Any) -> dict[int, KeyResult]:
-        super().dispose(items, **kwargs)
-        raise SystemExit("killed after the delete, before the tombstone")
 
 
 def test_crash_after_delete_before_tombstone__next_run_records_already_absent(make_policy, now):

@@ -10,7 +10,6 @@ however many runs come after. Records, bucket (moto over HTTP) and chain agree.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from datetime import timedelta
 from io import StringIO
 from typing import Any
@@ -19,25 +18,11 @@ import pytest
 from django.core.management import call_command
 
 from retention import api, engine
-from retention.disposal import DisposalItem, ObjectDisposer
 from retention.models import DeletionEvent, EventOutcome, RecordState, RetentionRecord, Run, RunMode
-from retention.storage import KeyResult
+from tests.fakes import DiesAfterDelete, FakeTime, Queue, dispatch, enqueue
 from tests.helpers import add_s3_storage, chain_ok, enforce, exists, put_tracked
-from tests.services.test_dispatch import FakeTime, Queue, dispatch, enqueue
 
 pytestmark = pytest.mark.django_db
-
-
-class DiesAfterDeleting(ObjectDisposer):
-    """Deletes the first ``reached`` objects of the page, then the process 'dies'."""
-
-    def __init__(self, reached: int) -> None:
-        super().__init__()
-        self.reached = reached
-
-    def dispose(self, items: Sequence[DisposalItem], **kwargs: Any) -> dict[int, KeyResult]:
-        super().dispose(list(items)[: self.reached], **kwargs)
-        raise SystemExit("killed after the DeleteObjects answered, before the finalize")
 
 
 @pytest.fixture
@@ -70,7 +55,7 @@ def test_inline_killed_after_delete_then_hold__next_run_records_the_truth_once(
 
     first = engine.run_start(mode=RunMode.ENFORCE, now=now)
     with pytest.raises(SystemExit):
-        engine.run_execute(run=first, clock=lambda: now, disposer=DiesAfterDeleting(5))
+        engine.run_execute(run=first, clock=lambda: now, disposer=DiesAfterDelete(reached=5))
     assert set(RetentionRecord.objects.values_list("state", flat=True)) == {RecordState.DELETING}
     assert DeletionEvent.objects.count() == 0
 
@@ -131,7 +116,7 @@ def test_queued_batch_killed_after_delete_then_hold__redelivery_records_the_trut
 
     def crash_hold_redeliver(payload: dict[str, Any]) -> None:
         with pytest.raises(SystemExit):
-            queue.run_batch(payload, disposer=DiesAfterDeleting(2))
+            queue.run_batch(payload, disposer=DiesAfterDelete(reached=2))
         holds.append(
             api.place_hold(reason="Case 26q", placed_by=approver, tenant_id="acme", now=now)
         )
@@ -174,7 +159,7 @@ def test_queued_batch_lost_after_delete_then_hold__next_run_settles_the_rows(
 
     def crash(payload: dict[str, Any]) -> None:
         with pytest.raises(SystemExit):
-            queue.run_batch(payload, disposer=DiesAfterDeleting(3))
+            queue.run_batch(payload, disposer=DiesAfterDelete(reached=3))
 
     queue.deliver = crash
     first = enqueue(now, queue)

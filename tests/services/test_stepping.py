@@ -19,7 +19,6 @@ from retention import engine
 from retention.conf import settings as retention_settings
 from retention.disposal import DisposalItem, ObjectDisposer
 from retention.engine.stepping import Stepper
-from retention.guard import GuardReading
 from retention.models import (
     DeletionEvent,
     RecordState,
@@ -32,30 +31,10 @@ from retention.models import (
 )
 from retention.pacing import RateGate
 from retention.storage import KeyResult, Outcome
-from tests.helpers import put_tracked
+from tests.fakes import FakeTime, Queue, dispatch, enqueue
+from tests.helpers import put_expired
 
 pytestmark = pytest.mark.django_db
-
-
-@dataclass
-class FakeTime:
-    """A wall clock and a monotonic timer that move only when told to."""
-
-    now: datetime
-    ticks: float = 1000.0
-
-    def clock(self) -> datetime:
-        return self.now
-
-    def monotonic(self) -> float:
-        return self.ticks
-
-    def advance(self, seconds: float) -> None:
-        self.now += timedelta(seconds=seconds)
-        self.ticks += seconds
-
-    def sleep(self, seconds: float) -> None:
-        self.advance(max(seconds, 0.001))
 
 
 @dataclass
@@ -89,10 +68,6 @@ class Hooked(ObjectDisposer):
         return super().dispose(items, erase_versions=erase_versions, gate=gate)
 
 
-def seed(count: int, now: datetime) -> list[RetentionRecord]:
-    return [put_tracked(now=now - timedelta(days=40)) for _ in range(count)]
-
-
 def take_over(run: Run, at: datetime) -> Run:
     """What a second trigger does once ``run``'s lease lapsed: abandon it, sweep anew."""
     return engine.run_start(mode=RunMode.ENFORCE, trigger=RunTrigger.COMMAND, now=at)
@@ -111,7 +86,7 @@ def test_inline__a_run_taken_over_stops_before_its_next_page_and_keeps_abandoned
     make_policy, now, overlap
 ):
     make_policy(batch_size=2)
-    records = seed(6, now)
+    records = put_expired(6, now)
     time = FakeTime(now)
     run = engine.run_start(mode=RunMode.ENFORCE, now=now)
     successor: list[Run] = []
@@ -146,7 +121,7 @@ def test_inline__a_run_taken_over_stops_before_its_next_page_and_keeps_abandoned
 
 def test_inline__lease_taken_while_still_running_closes_it_abandoned(make_policy, now):
     make_policy(batch_size=2)
-    seed(4, now)
+    put_expired(4, now)
     time = FakeTime(now)
     run = engine.run_start(mode=RunMode.ENFORCE, now=now)
 
@@ -171,7 +146,7 @@ def test_inline__lease_taken_while_still_running_closes_it_abandoned(make_policy
 
 def test_inline__time_budget_is_crossed_by_the_monotonic_timer(make_policy, now):
     make_policy(batch_size=2)
-    seed(6, now)
+    put_expired(6, now)
     time = FakeTime(now)
     run = engine.run_start(mode=RunMode.ENFORCE, now=now)
 
@@ -190,7 +165,7 @@ def test_inline__time_budget_is_crossed_by_the_monotonic_timer(make_policy, now)
 
 def test_inline__deadline_is_kept_like_the_queued_path(make_policy, now):
     make_policy(batch_size=2)
-    seed(6, now)
+    put_expired(6, now)
     time = FakeTime(now)
     run = engine.run_start(mode=RunMode.ENFORCE, now=now, deadline_at=now + timedelta(seconds=60))
 
@@ -203,55 +178,19 @@ def test_inline__deadline_is_kept_like_the_queued_path(make_policy, now):
     assert run.deleted == 2
 
 
-@dataclass
-class Queue:
-    time: FakeTime
-    deliver: bool = True
-    published: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
-    # Called while a batch deletes, before it advances the run.
-    on_batch: Any = None
-
-    def __call__(self, func: str, payload: dict[str, Any], name: str) -> None:
-        self.published.append((func, payload))
-        if func == engine.BATCH_TASK and self.deliver:
-            engine.batch_dispose(
-                payload=payload,
-                clock=self.time.clock,
-                publish=self,
-                guard=under_budget,
-                disposer=Hooked(self.on_batch),
-            )
-
-    @property
-    def batches(self) -> list[dict[str, Any]]:
-        return [p for f, p in self.published if f == engine.BATCH_TASK]
-
-
-def dispatch(run: Run, queue: Queue, **kwargs: Any) -> str:
-    return engine.run_dispatch(
-        run_id=run.pk,
-        clock=queue.time.clock,
-        sleep=queue.time.sleep,
-        monotonic=queue.time.monotonic,
-        publish=queue,
-        guard=under_budget,
-        **kwargs,
-    )
-
-
-def under_budget(*, now: datetime) -> GuardReading:
-    return GuardReading(over_budget=False, value=0.0, budget=30.0, detail="q: 0s")
+def delivering(queue: Queue, on_batch: Any) -> Queue:
+    """``queue`` runs each batch at once; ``on_batch`` is called while it deletes."""
+    queue.deliver = lambda payload: queue.run_batch(payload, disposer=Hooked(on_batch))
+    return queue
 
 
 def test_queued__a_run_taken_over_stops_publishing_and_keeps_abandoned(make_policy, now, settings):
     settings.RETENTION_MAX_BATCHES_IN_FLIGHT = 1
     make_policy(batch_size=2)
-    seed(6, now)
+    put_expired(6, now)
     time = FakeTime(now)
     queue = Queue(time)
-    run = engine.run_enqueue(
-        mode=RunMode.ENFORCE, trigger=RunTrigger.COMMAND, now=now, publish=queue
-    )
+    run = enqueue(now, queue)
     successors: list[Run] = []
 
     def after_first_batch() -> None:
@@ -259,9 +198,9 @@ def test_queued__a_run_taken_over_stops_publishing_and_keeps_abandoned(make_poli
             successors.append(take_over(run, lease_lapse(time)))
             time.advance(retention_settings.RUN_LEASE_SECONDS / 10)
 
-    queue.on_batch = after_first_batch
+    delivering(queue, after_first_batch)
 
-    assert dispatch(run, queue) == RunStatus.ABANDONED
+    assert dispatch(run, queue, monotonic=time.monotonic) == RunStatus.ABANDONED
 
     run.refresh_from_db()
     assert (run.status, run.status_reason) == (RunStatus.ABANDONED, "lease expired")
@@ -271,15 +210,13 @@ def test_queued__a_run_taken_over_stops_publishing_and_keeps_abandoned(make_poli
 def test_queued__time_budget_stops_with_the_inline_reason(make_policy, now, settings):
     settings.RETENTION_MAX_BATCHES_IN_FLIGHT = 1
     make_policy(batch_size=2)
-    seed(6, now)
+    put_expired(6, now)
     time = FakeTime(now)
     queue = Queue(time)
-    run = engine.run_enqueue(
-        mode=RunMode.ENFORCE, trigger=RunTrigger.COMMAND, now=now, publish=queue, max_seconds=60
-    )
-    queue.on_batch = lambda: time.advance(35)
+    run = enqueue(now, queue, max_seconds=60)
+    delivering(queue, lambda: time.advance(35))
 
-    assert dispatch(run, queue) == RunStatus.STOPPED
+    assert dispatch(run, queue, monotonic=time.monotonic) == RunStatus.STOPPED
 
     run.refresh_from_db()
     assert run.status_reason == "time budget of 60s reached"
@@ -289,13 +226,11 @@ def test_queued__time_budget_stops_with_the_inline_reason(make_policy, now, sett
 def test_queued__every_advance_renews_the_run_lease(make_policy, now, settings):
     settings.RETENTION_MAX_BATCHES_IN_FLIGHT = 1
     make_policy(batch_size=2)
-    seed(4, now)
+    put_expired(4, now)
     time = FakeTime(now)
-    queue = Queue(time, deliver=False)
-    run = engine.run_enqueue(
-        mode=RunMode.ENFORCE, trigger=RunTrigger.COMMAND, now=now, publish=queue
-    )
-    dispatch(run, queue)
+    queue = Queue(time)
+    run = enqueue(now, queue)
+    dispatch(run, queue, monotonic=time.monotonic)
     time.advance(200)
 
     engine.batch_dispose(payload=queue.batches[0], clock=time.clock, publish=queue)
@@ -341,7 +276,7 @@ def test_task_paths_of_earlier_versions_still_sweep_a_queued_run(
     make_policy, now, path, monkeypatch
 ):
     make_policy()
-    records = seed(3, now)
+    records = put_expired(3, now)
     published: list[tuple[str, dict[str, Any]]] = []
 
     def publish(func: str, payload: dict[str, Any], name: str) -> None:

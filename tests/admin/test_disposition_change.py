@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from django.urls import reverse
 
-from retention import redaction, services
+from retention import services
 from retention.engine import run_execute, run_start
 from retention.exceptions import RetentionError
 from retention.models import Policy, PolicyVersion, PolicyVersionStatus
@@ -30,14 +30,8 @@ WARNING = "This version changes what happens to expired rows: redact → delete"
 
 
 @pytest.fixture
-def closed(row_registry: Any, make_policy: Any) -> PolicyVersion:
-    row_registry.register_model(
-        Account,
-        data_class=DATA_CLASS,
-        age_field="closed_at",
-        tenant_field="tenant_id",
-        redact={"name": redaction.Constant("[redacted]"), "email": redaction.Digest()},
-    )
+def closed(register_accounts: Any, make_policy: Any) -> PolicyVersion:
+    register_accounts(data_class=DATA_CLASS)
     version: PolicyVersion = make_policy(DATA_CLASS, timedelta(days=90), disposition="redact")
     return version
 

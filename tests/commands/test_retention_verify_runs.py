@@ -13,7 +13,7 @@ from django.core.files.storage import storages
 from django.core.management import CommandError, call_command
 from django.db.models import F
 
-from retention import api, engine, redaction
+from retention import api, engine
 from retention.disposal import DisposalItem, ObjectDisposer
 from retention.models import (
     DeletionEvent,
@@ -198,15 +198,9 @@ def _enforce_rows(now: datetime, data_class: str, **start: Any) -> Run:
 
 @pytest.mark.parametrize("evidence", ["per_row", "per_batch"])
 def test_verify_runs__model_rows_held_skips_are_recorded_and_counted_by_every_run(
-    row_registry, make_policy, author, now, evidence
+    register_logs, make_policy, author, now, evidence
 ):
-    api.register_model(
-        RequestLog,
-        data_class="logs.request",
-        age_field="created_at",
-        tenant_field="tenant_id",
-        evidence=evidence,
-    )
+    register_logs(evidence=evidence)
     make_policy("logs.request", timedelta(days=30), batch_size=2)
     _logs(now, tenant="t1", count=3)
     _logs(now, tenant="t2", count=3)
@@ -225,11 +219,9 @@ def test_verify_runs__model_rows_held_skips_are_recorded_and_counted_by_every_ru
 
 
 def test_verify_runs__a_run_stopped_by_its_limit_counts_only_the_held_rows_it_reached(
-    row_registry, make_policy, author, now
+    register_logs, make_policy, author, now
 ):
-    api.register_model(
-        RequestLog, data_class="logs.request", age_field="created_at", tenant_field="tenant_id"
-    )
+    register_logs()
     make_policy("logs.request", timedelta(days=30), batch_size=2)
     _logs(now, tenant="t1", count=2, age_days=60)  # the oldest: the first page
     _logs(now, tenant="t2", count=3)
@@ -243,15 +235,9 @@ def test_verify_runs__a_run_stopped_by_its_limit_counts_only_the_held_rows_it_re
 
 
 def test_verify_runs__redacted_rows_and_a_held_row_skipped_again_agree(
-    row_registry, make_policy, author, now
+    register_accounts, make_policy, author, now
 ):
-    api.register_model(
-        Account,
-        data_class="accounts.redact",
-        age_field="closed_at",
-        tenant_field="tenant_id",
-        redact={"name": redaction.Constant("[redacted]"), "email": redaction.Digest()},
-    )
+    register_accounts()
     make_policy("accounts.redact", timedelta(days=90), batch_size=2, disposition="redact")
     closed = now - timedelta(days=100)
     accounts = [
@@ -290,11 +276,9 @@ def test_verify_runs__protected_rows_are_recorded_by_every_run_that_skips_them(
 
 
 def test_verify_runs__rows_whose_objects_could_not_be_deleted_are_failed_with_events(
-    row_registry, make_policy, now, monkeypatch
+    register_shipments, make_policy, now, monkeypatch
 ):
-    api.register_model(
-        Shipment, data_class="pod.shipment", age_field="delivered_at", files=("proof",)
-    )
+    register_shipments()
     make_policy("pod.shipment", timedelta(days=30))
     old = now - timedelta(days=40)
     store = storages["default"]

@@ -540,10 +540,8 @@ def test_breaker__a_batch_of_a_held_class_that_got_out_deletes_nothing(make_poli
 
 
 @pytest.fixture
-def logs(row_registry: Any, make_policy: Any) -> Any:
-    api.register_model(
-        RequestLog, data_class="logs.request", age_field="created_at", tenant_field="tenant_id"
-    )
+def logs(register_logs: Any, make_policy: Any) -> Any:
+    register_logs()
     return make_policy("logs.request", timedelta(days=30), batch_size=1000)
 
 

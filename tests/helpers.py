@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -36,6 +35,7 @@ from retention.models import (
     RunMode,
 )
 from retention.selectors.evidence import VerifyResult, chain_verify
+from tests.motoserver import free_port
 
 
 def put_tracked(
@@ -181,13 +181,6 @@ def postgres_tool(name: str) -> str | None:
     for candidate in sorted(Path("/usr/lib/postgresql").glob(f"*/bin/{name}"), reverse=True):
         return str(candidate)
     return None
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 @dataclass

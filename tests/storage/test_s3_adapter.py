@@ -11,7 +11,7 @@ from storages.backends.s3 import S3Storage
 
 from retention.storage import KeyResult, Outcome, StorageUnavailable
 from retention.storage.s3 import S3Adapter
-from tests.s3server import DUMMY_CREDENTIALS, REGION, S3Server
+from tests.motoserver import DUMMY_CREDENTIALS, REGION, MotoServer
 
 S3ClientFactory = Callable[..., Any]
 
@@ -587,7 +587,7 @@ def test_delete_many__key_too_long_under_the_prefix_is_permanent(
     assert calls == []
 
 
-def make_storage(s3_server: S3Server, bucket: str, **options: Any) -> S3Storage:
+def make_storage(s3_server: MotoServer, bucket: str, **options: Any) -> S3Storage:
     return S3Storage(
         bucket_name=bucket,
         endpoint_url=s3_server.endpoint_url,
@@ -599,7 +599,7 @@ def make_storage(s3_server: S3Server, bucket: str, **options: Any) -> S3Storage:
 
 
 def test_from_storage__deletes_the_storage_name_under_its_location(
-    s3_server: S3Server, s3_client: Any, s3_bucket: str
+    s3_server: MotoServer, s3_client: Any, s3_bucket: str
 ) -> None:
     storage = make_storage(s3_server, s3_bucket, location="media")
     name = storage.save("tenant-1/scan.jpg", ContentFile(b"data"))
@@ -614,7 +614,7 @@ def test_from_storage__deletes_the_storage_name_under_its_location(
 
 
 def test_from_storage__client_has_timeouts_and_bounded_retries(
-    s3_server: S3Server, s3_bucket: str
+    s3_server: MotoServer, s3_bucket: str
 ) -> None:
     storage = make_storage(s3_server, s3_bucket, addressing_style="path")
 
@@ -630,7 +630,7 @@ def test_from_storage__client_has_timeouts_and_bounded_retries(
     assert (adapter.alias, adapter.bucket, adapter.chunk_size) == ("uploads", s3_bucket, 500)
 
 
-def test_from_storage__check_reports_missing_bucket(s3_server: S3Server) -> None:
+def test_from_storage__check_reports_missing_bucket(s3_server: MotoServer) -> None:
     adapter = S3Adapter.from_storage("uploads", make_storage(s3_server, "lethe-no-such-bucket"))
 
     with pytest.raises(StorageUnavailable, match="does not exist"):

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from datetime import datetime, timedelta
 from io import StringIO
 from pathlib import Path
@@ -24,8 +22,7 @@ from retention.models import (
     RunStatus,
 )
 from tests.helpers import exists, put_tracked
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
+from tests.subprocesses import manage_py
 
 CONTRACT_KEYS = {
     "run_id",
@@ -376,29 +373,17 @@ def _subprocess_env(var_dir: Path) -> dict[str, str]:
     return env
 
 
-def _manage(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "manage.py", *args],
-        cwd=REPO_ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-
-
 @pytest.fixture(scope="module")
 def migrated_env(tmp_path_factory: pytest.TempPathFactory) -> Any:
     # One migrated SQLite file for the module: migrating takes seconds.
     env = _subprocess_env(tmp_path_factory.mktemp("lethe-var"))
-    migrate = _manage("migrate", "--noinput", "-v", "0", env=env)
+    migrate = manage_py(env, "migrate", "--noinput", "-v", "0")
     assert migrate.returncode == 0, migrate.stderr
     return env
 
 
 def test_run_retention__process_exits_zero_and_prints_one_json_object(migrated_env):
-    result = _manage("run_retention", "--json", "--dry-run", env=migrated_env)
+    result = manage_py(migrated_env, "run_retention", "--json", "--dry-run")
 
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
@@ -408,7 +393,7 @@ def test_run_retention__process_exits_zero_and_prints_one_json_object(migrated_e
 
 
 def test_run_retention__process_refusal_exits_non_zero_with_one_line_on_stderr(migrated_env):
-    result = _manage("run_retention", "--data-class", "nope", env=migrated_env)
+    result = manage_py(migrated_env, "run_retention", "--data-class", "nope")
 
     assert result.returncode != 0
     lines = result.stderr.strip().splitlines()

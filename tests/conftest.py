@@ -202,47 +202,39 @@ def row_registry() -> Any:
 # and what it registers is forgotten after it (``row_registry``).
 
 
+def _registering(model: str, **defaults: Any) -> Any:
+    from retention import api
+    from tests.rowhost import models
+
+    return functools.partial(api.register_model, getattr(models, model), **defaults)
+
+
 @pytest.fixture
 def register_logs(row_registry: Any) -> Any:
     """``rowhost.RequestLog`` as ``logs.request``: rows age by ``created_at``, per ``tenant_id``."""
-    from retention import api
-    from tests.rowhost.models import RequestLog
-
-    return functools.partial(
-        api.register_model,
-        RequestLog,
-        data_class="logs.request",
-        age_field="created_at",
-        tenant_field="tenant_id",
+    return _registering(
+        "RequestLog", data_class="logs.request", age_field="created_at", tenant_field="tenant_id"
     )
 
 
 @pytest.fixture
 def register_accounts(row_registry: Any) -> Any:
     """``rowhost.Account`` as ``accounts.redact``: closed accounts, name and email redacted."""
-    from retention import api, redaction
-    from tests.rowhost.models import Account
+    from retention import redaction
 
-    return functools.partial(
-        api.register_model,
-        Account,
+    redact = {"name": redaction.Constant("[redacted]"), "email": redaction.Digest()}
+    return _registering(
+        "Account",
         data_class="accounts.redact",
         age_field="closed_at",
         tenant_field="tenant_id",
-        redact={"name": redaction.Constant("[redacted]"), "email": redaction.Digest()},
+        redact=redact,
     )
 
 
 @pytest.fixture
 def register_shipments(row_registry: Any) -> Any:
     """``rowhost.Shipment`` as ``pod.shipment``: delivered shipments, their proof file with them."""
-    from retention import api
-    from tests.rowhost.models import Shipment
-
-    return functools.partial(
-        api.register_model,
-        Shipment,
-        data_class="pod.shipment",
-        age_field="delivered_at",
-        files=("proof",),
+    return _registering(
+        "Shipment", data_class="pod.shipment", age_field="delivered_at", files=("proof",)
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 from io import StringIO
 from pathlib import Path
@@ -9,8 +10,9 @@ from typing import Any
 
 from django.core.files.base import ContentFile
 from django.core.files.storage import storages
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 from django.db import connection
+from freezegun import freeze_time
 
 from retention import engine, services
 from retention.models import (
@@ -24,6 +26,18 @@ from retention.models import (
     RunMode,
 )
 from retention.selectors.evidence import VerifyResult, chain_verify
+
+# The counts of a reconciliation run, in the order its --json gives them: a contract,
+# seven names, no more.
+RECONCILE_COUNTS = [
+    "orphans",
+    "missing",
+    "reappeared",
+    "leftover_versions",
+    "listed",
+    "tracked",
+    "adopted",
+]
 
 
 def put_tracked(
@@ -61,6 +75,23 @@ def dry_run(*, now: datetime, **kwargs: Any) -> Run:
     return engine.run_execute(run=run, clock=lambda: now)
 
 
+def live_run_in_flight(now: datetime) -> tuple[Run, Any]:
+    """An enforcing run holding its liveness lock, every due photo claimed: its page in flight."""
+    from retention.engine.outage import liveness_take, page_token
+
+    run = engine.run_start(mode=RunMode.ENFORCE, now=now)
+    assert liveness_take(run)
+    claim = engine.records_claim(
+        run=run,
+        data_class="idv.photo",
+        limit=10,
+        now=now,
+        start_disposal=True,
+        token=page_token(run),
+    )
+    return run, claim
+
+
 def add_s3_storage(settings: Any, alias: str, endpoint_url: str, bucket: str) -> str:
     """Add a django-storages S3 alias pointing at the test S3 server."""
     settings.STORAGES = {
@@ -86,6 +117,24 @@ def database_now() -> datetime:
         (value,) = cursor.fetchone()
     result: datetime = value.astimezone(UTC)
     return result
+
+
+def retention_check(*args: str, at: datetime) -> tuple[int, str, str]:
+    """``retention_check`` at a frozen time: (exit code, stdout, error message)."""
+    out = StringIO()
+    with freeze_time(at):
+        try:
+            call_command("retention_check", *args, stdout=out)
+        except CommandError as exc:
+            return exc.returncode, out.getvalue(), str(exc)
+    return 0, out.getvalue(), ""
+
+
+def retention_check_json(at: datetime) -> tuple[int, dict[str, Any]]:
+    """``retention_check --json`` at a frozen time: exactly one JSON object, also when broken."""
+    code, out, _ = retention_check("--json", at=at)
+    (line,) = out.splitlines()
+    return code, json.loads(line)
 
 
 def chain_ok() -> None:

@@ -223,6 +223,24 @@ def manage_py(
     )
 
 
+def example_setting(name: str, var_dir: Path, **environ: str | None) -> str:
+    """``config.settings.<name>`` as a fresh interpreter reads it, each of ``environ`` set
+    (or unset, for None)."""
+    env = {key: value for key, value in os.environ.items() if key not in environ}
+    env["LETHE_VAR_DIR"] = str(var_dir)
+    env.update({key: value for key, value in environ.items() if value is not None})
+    done = subprocess.run(
+        [sys.executable, "-c", f"import config.settings as s; print(s.{name})"],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
 def manage(
     cluster: PrivatePostgres, *args: str, timeout: float = 60, **extra: str
 ) -> subprocess.CompletedProcess[str]:

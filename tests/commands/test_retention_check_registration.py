@@ -5,28 +5,16 @@ from __future__ import annotations
 
 import json
 from datetime import datetime, timedelta
-from io import StringIO
 from typing import Any
 
 import pytest
-from django.core.management import CommandError, call_command
-from freezegun import freeze_time
 
 from retention import services
+from tests.helpers import retention_check as check
 
 pytestmark = pytest.mark.django_db
 
 DATA_CLASS = "logs.request"
-
-
-def _check(*args: str, at: datetime) -> tuple[int, str]:
-    out = StringIO()
-    with freeze_time(at):
-        try:
-            call_command("retention_check", *args, stdout=out)
-        except CommandError as exc:
-            return exc.returncode, out.getvalue()
-    return 0, out.getvalue()
 
 
 def _register(register_logs: Any, status: int) -> None:
@@ -40,7 +28,7 @@ def logs(register_logs: Any, make_policy: Any, now: datetime) -> Any:
 
 
 def test_check__a_matching_registration_is_ok(logs, now):
-    code, out = _check(at=now)
+    code, out, _ = check(at=now)
 
     assert code == 0
     assert "registration" not in out
@@ -49,8 +37,8 @@ def test_check__a_matching_registration_is_ok(logs, now):
 def test_check__a_changed_scope_fails_with_registration_changed(logs, register_logs, now):
     _register(register_logs, 500)
 
-    code, out = _check(at=now)
-    json_code, json_out = _check("--json", at=now)
+    code, out, _ = check(at=now)
+    json_code, json_out, _ = check("--json", at=now)
 
     assert code == 1
     assert f"{DATA_CLASS} [enforce] BROKEN: registration changed, nothing is disposed of" in out
@@ -67,7 +55,7 @@ def test_check__a_report_only_class_is_not_checked(register_logs, make_policy, n
     make_policy(DATA_CLASS, timedelta(days=30), at=now, enforce=False)
     _register(register_logs, 500)
 
-    code, _ = _check(at=now)
+    code, _, _ = check(at=now)
 
     assert code == 0
 
@@ -82,6 +70,6 @@ def test_check__ok_again_once_a_version_adopting_the_registration_is_approved(
     services.policy_version_submit(version=draft, by=author, now=now)
     services.policy_version_approve(version=draft, approver=approver, now=now)
 
-    code, _ = _check(at=now)
+    code, _, _ = check(at=now)
 
     assert code == 0

@@ -13,7 +13,9 @@ from retention import api
 from retention.engine import run_execute, run_start
 from retention.models import Policy, Run, RunMode, RunStatus
 from retention.selectors.health import lag_check
-from tests.commands.test_retention_check import by_class, check, check_json
+from tests.commands.test_retention_check import by_class
+from tests.helpers import retention_check as check
+from tests.helpers import retention_check_json as check_json
 from tests.rowhost.models import RequestLog, Shipment
 
 pytestmark = pytest.mark.django_db

@@ -196,6 +196,11 @@ def _enforce_rows(now: datetime, data_class: str, **start: Any) -> Run:
     return engine.run_execute(run=run, clock=lambda: now)
 
 
+def _two_runs(now: datetime, data_class: str) -> tuple[Run, Run]:
+    """An enforcing run at ``now``, and the next a day later."""
+    return _enforce_rows(now, data_class), _enforce_rows(now + timedelta(days=1), data_class)
+
+
 @pytest.mark.parametrize("evidence", ["per_row", "per_batch"])
 def test_verify_runs__model_rows_held_skips_are_recorded_and_counted_by_every_run(
     register_logs, make_policy, author, now, evidence
@@ -206,8 +211,7 @@ def test_verify_runs__model_rows_held_skips_are_recorded_and_counted_by_every_ru
     _logs(now, tenant="t2", count=3)
     api.place_hold(reason="litigation", placed_by=author, tenant_id="t2", now=now)
 
-    first = _enforce_rows(now, "logs.request")
-    second = _enforce_rows(now + timedelta(days=1), "logs.request")
+    first, second = _two_runs(now, "logs.request")
 
     assert (first.deleted, first.skipped_held) == (3, 3)
     assert (second.deleted, second.skipped_held) == (0, 3)
@@ -246,9 +250,8 @@ def test_verify_runs__redacted_rows_and_a_held_row_skipped_again_agree(
     ]
     api.place_hold(reason="dispute", placed_by=author, subject=accounts[0], now=now)
 
-    first = _enforce_rows(now, "accounts.redact")
     # The held row is listed as skipped; the next run looks at it again.
-    second = _enforce_rows(now + timedelta(days=1), "accounts.redact")
+    first, second = _two_runs(now, "accounts.redact")
 
     assert (first.redacted, first.skipped_held) == (2, 1)
     assert (second.redacted, second.skipped_held) == (0, 1)
@@ -266,8 +269,7 @@ def test_verify_runs__protected_rows_are_recorded_by_every_run_that_skips_them(
     Invoice.objects.create(account=blocked, amount=10)
     Account.objects.create(tenant_id="t1", name="F", email="f@x.test", closed_at=closed)
 
-    first = _enforce_rows(now, "accounts.closed")
-    second = _enforce_rows(now + timedelta(days=1), "accounts.closed")
+    first, second = _two_runs(now, "accounts.closed")
 
     assert (first.deleted, first.skipped_protected) == (1, 1)
     assert (second.deleted, second.skipped_protected) == (0, 1)

@@ -30,6 +30,14 @@ def s3(settings: Any, s3_server: Any, s3_bucket: str) -> str:
     return add_s3_storage(settings, "s3", s3_server.endpoint_url, s3_bucket)
 
 
+def _expired(s3: str, now: Any, count: int, tenant: str = "acme") -> list[RetentionRecord]:
+    """``count`` objects of ``tenant`` in the bucket, a day past their 30 days."""
+    return [
+        put_tracked(tenant_id=tenant, now=now - timedelta(days=31), storage=s3)
+        for _ in range(count)
+    ]
+
+
 def outcomes(record: RetentionRecord) -> list[tuple[str, str]]:
     return list(
         DeletionEvent.objects.filter(record=record).order_by("id").values_list("outcome", "reason")
@@ -46,9 +54,8 @@ def test_inline_killed_after_delete_then_hold__next_run_records_the_truth_once(
     make_policy, now, approver, s3
 ):
     make_policy(batch_size=50)
-    old = now - timedelta(days=31)
-    acme = [put_tracked(tenant_id="acme", now=old, storage=s3) for _ in range(6)]
-    globex = [put_tracked(tenant_id="globex", now=old, storage=s3) for _ in range(2)]
+    acme = _expired(s3, now, 6)
+    globex = _expired(s3, now, 2, tenant="globex")
     page = sorted([*acme, *globex], key=lambda r: (r.expires_at, r.pk))
     # The kill came after the first five objects' delete answered.
     gone_ids = {r.pk for r in page[:5]}
@@ -109,8 +116,7 @@ def test_queued_batch_killed_after_delete_then_hold__redelivery_records_the_trut
     make_policy, now, approver, s3
 ):
     make_policy(batch_size=10)
-    old = now - timedelta(days=31)
-    records = [put_tracked(tenant_id="acme", now=old, storage=s3) for _ in range(4)]
+    records = _expired(s3, now, 4)
     queue = Queue(FakeTime(now))
     holds: list[Any] = []
 
@@ -153,8 +159,7 @@ def test_queued_batch_lost_after_delete_then_hold__next_run_settles_the_rows(
 ):
     """The batch is never delivered again (a broker that lost it): the next run settles."""
     make_policy(batch_size=10)
-    old = now - timedelta(days=31)
-    records = [put_tracked(tenant_id="acme", now=old, storage=s3) for _ in range(4)]
+    records = _expired(s3, now, 4)
     queue = Queue(FakeTime(now))
 
     def crash(payload: dict[str, Any]) -> None:

@@ -178,15 +178,20 @@ def test_inline__deadline_is_kept_like_the_queued_path(make_policy, now):
     assert run.deleted == 2
 
 
+@pytest.fixture
+def one_batch_in_flight(settings: Any, make_policy: Any) -> None:
+    """Pages of two photos, one batch in flight at a time."""
+    settings.RETENTION_MAX_BATCHES_IN_FLIGHT = 1
+    make_policy(batch_size=2)
+
+
 def delivering(queue: Queue, on_batch: Any) -> Queue:
     """``queue`` runs each batch at once; ``on_batch`` is called while it deletes."""
     queue.deliver = lambda payload: queue.run_batch(payload, disposer=Hooked(on_batch))
     return queue
 
 
-def test_queued__a_run_taken_over_stops_publishing_and_keeps_abandoned(make_policy, now, settings):
-    settings.RETENTION_MAX_BATCHES_IN_FLIGHT = 1
-    make_policy(batch_size=2)
+def test_queued__a_run_taken_over_stops_publishing_and_keeps_abandoned(one_batch_in_flight, now):
     put_expired(6, now)
     time = FakeTime(now)
     queue = Queue(time)
@@ -207,9 +212,7 @@ def test_queued__a_run_taken_over_stops_publishing_and_keeps_abandoned(make_poli
     assert len(queue.batches) == 1 and run.deleted == 2
 
 
-def test_queued__time_budget_stops_with_the_inline_reason(make_policy, now, settings):
-    settings.RETENTION_MAX_BATCHES_IN_FLIGHT = 1
-    make_policy(batch_size=2)
+def test_queued__time_budget_stops_with_the_inline_reason(one_batch_in_flight, now):
     put_expired(6, now)
     time = FakeTime(now)
     queue = Queue(time)
@@ -223,9 +226,7 @@ def test_queued__time_budget_stops_with_the_inline_reason(make_policy, now, sett
     assert run.deleted == 4
 
 
-def test_queued__every_advance_renews_the_run_lease(make_policy, now, settings):
-    settings.RETENTION_MAX_BATCHES_IN_FLIGHT = 1
-    make_policy(batch_size=2)
+def test_queued__every_advance_renews_the_run_lease(one_batch_in_flight, now):
     put_expired(4, now)
     time = FakeTime(now)
     queue = Queue(time)

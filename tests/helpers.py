@@ -19,6 +19,7 @@ from retention.models import (
     ChainHead,
     DeletionEvent,
     EventBatch,
+    RecordState,
     RetentionRecord,
     Run,
     RunBatch,
@@ -63,6 +64,18 @@ def put_expired(count: int, now: datetime, **kwargs: Any) -> list[RetentionRecor
 
 def exists(record: RetentionRecord) -> bool:
     return storages[record.storage].exists(record.object_key)
+
+
+def gone(record: RetentionRecord) -> bool:
+    """Reloaded, the record is deleted and its object is gone too."""
+    record.refresh_from_db()
+    return record.state == RecordState.DELETED and not exists(record)
+
+
+def kept(record: RetentionRecord) -> bool:
+    """Reloaded, the record is still active and its object still there."""
+    record.refresh_from_db()
+    return record.state == RecordState.ACTIVE and exists(record)
 
 
 def enforce(*, now: datetime, clock: Any = None, **kwargs: Any) -> Run:

@@ -25,7 +25,7 @@ from retention.models import (
     RunMode,
 )
 from tests.factories import UserFactory, approver_user
-from tests.helpers import dry_run, enforce, exists, put_tracked
+from tests.helpers import dry_run, enforce, exists, kept, put_tracked
 
 pytestmark = pytest.mark.django_db
 
@@ -522,8 +522,7 @@ def test_pause__stops_an_enforce_run_from_claiming(make_policy, approver, now):
     with pytest.raises(RetentionError):
         enforce(now=now)
 
-    record.refresh_from_db()
-    assert record.state == RecordState.ACTIVE and exists(record)
+    assert kept(record)
     assert Run.objects.get(mode=RunMode.ENFORCE).status == "refused"
 
 

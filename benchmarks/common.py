@@ -1,10 +1,11 @@
 """Pieces the benchmark scripts share, so that each script is about its figure.
 
-An S3-compatible server (moto in server mode, from the running interpreter's
-environment) on a free loopback port, buckets and parallel seeding of objects;
-Django set up against a fresh PostgreSQL database named by DATABASE_URL; an
-approved, enforced policy and expired records to sweep; and the description
-of the machine a figure was measured on.
+An S3-compatible server (moto in server mode on a free loopback port,
+started by the launcher the tests use, ``tests/motoserver.py``), buckets and
+parallel seeding of objects; Django set up against a fresh PostgreSQL
+database named by DATABASE_URL; an approved, enforced policy and expired
+records to sweep; and the description of the machine a figure was measured
+on.
 
 A script puts the repository on ``sys.path``, imports this module and calls
 ``setup_django()`` before importing anything that needs the app registry::
@@ -22,9 +23,6 @@ import contextlib
 import importlib.metadata
 import os
 import platform
-import signal
-import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -33,35 +31,14 @@ import urllib.parse
 import urllib.request
 from collections.abc import Collection, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from tests import motoserver
+from tests.motoserver import AWS_ENV, AWS_ENV_REMOVED, DUMMY_CREDENTIALS, REGION, MotoServer
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
-REGION = "us-east-1"
-DUMMY_CREDENTIALS = "testing"
-MOTO_START_TIMEOUT = 20.0
-
-# Dummy credentials and no profile or config file: nothing a benchmark does
-# can reach (or be billed by) the real AWS, even from a logged-in shell.
-AWS_ENV = {
-    "AWS_ACCESS_KEY_ID": DUMMY_CREDENTIALS,
-    "AWS_SECRET_ACCESS_KEY": DUMMY_CREDENTIALS,
-    "AWS_DEFAULT_REGION": REGION,
-    "AWS_CONFIG_FILE": "/dev/null",
-    "AWS_SHARED_CREDENTIALS_FILE": "/dev/null",
-    "AWS_EC2_METADATA_DISABLED": "true",
-}
-AWS_ENV_REMOVED = (
-    "AWS_PROFILE",
-    "AWS_DEFAULT_PROFILE",
-    "AWS_SESSION_TOKEN",
-    "AWS_SECURITY_TOKEN",
-    "AWS_ENDPOINT_URL",
-    "AWS_ENDPOINT_URL_S3",
-)
-
 
 # --------------------------------------------------------------------------
 # Environment and Django
@@ -139,71 +116,17 @@ def database_url(name: str | None = None) -> str:
 # The S3 server
 
 
-@dataclass(frozen=True)
-class MotoServer:
-    endpoint_url: str
-    process: subprocess.Popen[bytes]
-    log_path: Path
-
-    def output(self) -> str:
-        return self.log_path.read_text(errors="replace")
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-def _answers_http(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=1):
-            return True
-    except urllib.error.HTTPError:
-        return True  # any HTTP answer means it is serving
-    except OSError:
-        return False
-
-
 def start_moto(log_path: Path | None = None) -> MotoServer:
-    """Start ``moto_server`` (next to the running interpreter) on a free port."""
-    executable = Path(sys.executable).parent / "moto_server"
-    if not executable.exists():
-        raise SystemExit(f"moto_server not found next to {sys.executable}; install moto[server]")
+    """Start ``moto_server`` (tests/motoserver.py) on a free port; exit if it cannot."""
     if log_path is None:
         log_path = Path(tempfile.mkdtemp(prefix="lethe-bench-moto-")) / "moto_server.log"
-    port = free_port()
-    endpoint_url = f"http://127.0.0.1:{port}"
-    # A file, not a pipe: moto logs every request, and a full pipe blocks it.
-    with log_path.open("wb") as log:
-        process = subprocess.Popen(
-            [str(executable), "-H", "127.0.0.1", "-p", str(port)],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-        )
-    server = MotoServer(endpoint_url, process, log_path)
-    deadline = time.monotonic() + MOTO_START_TIMEOUT
-    while not _answers_http(endpoint_url):
-        if process.poll() is not None or time.monotonic() > deadline:
-            stop_moto(server)
-            raise SystemExit(f"moto_server did not start on {endpoint_url}:\n{server.output()}")
-        time.sleep(0.1)
-    return server
-
-
-def stop_moto(server: MotoServer | subprocess.Popen[bytes]) -> None:
-    process = server.process if isinstance(server, MotoServer) else server
-    if process.poll() is not None:
-        return
-    # moto ignores SIGTERM for seconds; SIGINT stops it promptly.
-    process.send_signal(signal.SIGINT)
     try:
-        process.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait(timeout=10)
+        return motoserver.start(log_path)
+    except motoserver.MotoDidNotStart as exc:
+        raise SystemExit(str(exc)) from None
+
+
+stop_moto = motoserver.stop
 
 
 @contextlib.contextmanager

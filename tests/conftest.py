@@ -10,6 +10,7 @@ Chromium or REDIS_URL fails.
 
 from __future__ import annotations
 
+import functools
 import os
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -193,3 +194,47 @@ def row_registry() -> Any:
     yield registry
     registry._registry.clear()
     registry._registry.update(before)
+
+
+# The rowhost models as most tests govern them. Each fixture is
+# ``register_model`` with those arguments: a test passes only what differs
+# (``evidence="per_batch"``, ``tenant_field=None``, another ``data_class``),
+# and what it registers is forgotten after it (``row_registry``).
+
+
+def _registering(model: str, **defaults: Any) -> Any:
+    from retention import api
+    from tests.rowhost import models
+
+    return functools.partial(api.register_model, getattr(models, model), **defaults)
+
+
+@pytest.fixture
+def register_logs(row_registry: Any) -> Any:
+    """``rowhost.RequestLog`` as ``logs.request``: rows age by ``created_at``, per ``tenant_id``."""
+    return _registering(
+        "RequestLog", data_class="logs.request", age_field="created_at", tenant_field="tenant_id"
+    )
+
+
+@pytest.fixture
+def register_accounts(row_registry: Any) -> Any:
+    """``rowhost.Account`` as ``accounts.redact``: closed accounts, name and email redacted."""
+    from retention import redaction
+
+    redact = {"name": redaction.Constant("[redacted]"), "email": redaction.Digest()}
+    return _registering(
+        "Account",
+        data_class="accounts.redact",
+        age_field="closed_at",
+        tenant_field="tenant_id",
+        redact=redact,
+    )
+
+
+@pytest.fixture
+def register_shipments(row_registry: Any) -> Any:
+    """``rowhost.Shipment`` as ``pod.shipment``: delivered shipments, their proof file with them."""
+    return _registering(
+        "Shipment", data_class="pod.shipment", age_field="delivered_at", files=("proof",)
+    )

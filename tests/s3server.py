@@ -9,17 +9,8 @@ skipped: if it cannot start, the session fails with its output.
 from __future__ import annotations
 
 import contextlib
-import signal
-import socket
-import subprocess
-import sys
-import time
-import urllib.error
-import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import boto3
@@ -27,33 +18,8 @@ import pytest
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
-REGION = "us-east-1"
-DUMMY_CREDENTIALS = "testing"
-START_TIMEOUT = 20.0
-
-# Dummy credentials and no profile or config file, so that no test can reach
-# (or be billed by) the real AWS even when the developer's shell is logged in.
-AWS_ENV = {
-    "AWS_ACCESS_KEY_ID": DUMMY_CREDENTIALS,
-    "AWS_SECRET_ACCESS_KEY": DUMMY_CREDENTIALS,
-    "AWS_SECURITY_TOKEN": DUMMY_CREDENTIALS,
-    "AWS_SESSION_TOKEN": DUMMY_CREDENTIALS,
-    "AWS_DEFAULT_REGION": REGION,
-    "AWS_CONFIG_FILE": "/dev/null",
-    "AWS_SHARED_CREDENTIALS_FILE": "/dev/null",
-    "AWS_EC2_METADATA_DISABLED": "true",
-}
-AWS_ENV_REMOVED = ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3")
-
-
-@dataclass(frozen=True)
-class S3Server:
-    endpoint_url: str
-    process: subprocess.Popen[bytes]
-    log_path: Path
-
-    def output(self) -> str:
-        return self.log_path.read_text(errors="replace")
+from tests import motoserver
+from tests.motoserver import AWS_ENV, AWS_ENV_REMOVED, DUMMY_CREDENTIALS, REGION, MotoServer
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -66,68 +32,18 @@ def _aws_dummy_environment() -> Iterator[None]:
         yield
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-def _answers_http(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=1):
-            return True
-    except urllib.error.HTTPError:
-        return True  # any HTTP answer means it is serving
-    except OSError:
-        return False
-
-
-def _stop(process: subprocess.Popen[bytes]) -> None:
-    if process.poll() is not None:
-        return
-    # moto ignores SIGTERM for seconds; SIGINT stops it promptly.
-    process.send_signal(signal.SIGINT)
-    try:
-        process.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait(timeout=10)
-
-
 @pytest.fixture(scope="session")
 def s3_server(
     _aws_dummy_environment: None, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[S3Server]:
-    executable = Path(sys.executable).parent / "moto_server"
-    if not executable.exists():
-        pytest.fail(f"moto_server not found next to {sys.executable}; install moto[server]")
-    port = _free_port()
-    endpoint_url = f"http://127.0.0.1:{port}"
-    log_path = tmp_path_factory.mktemp("moto") / "moto_server.log"
-    # A file, not a pipe: moto logs every request and a full pipe would
-    # block the server in the middle of a large test.
-    with log_path.open("wb") as log:
-        process = subprocess.Popen(
-            [str(executable), "-H", "127.0.0.1", "-p", str(port)],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-        )
-    server = S3Server(endpoint_url, process, log_path)
-    deadline = time.monotonic() + START_TIMEOUT
-    while not _answers_http(endpoint_url):
-        if process.poll() is not None or time.monotonic() > deadline:
-            _stop(process)
-            pytest.fail(
-                f"moto_server did not start on {endpoint_url} "
-                f"(exit code {process.returncode}); output:\n{server.output()}"
-            )
-        time.sleep(0.1)
+) -> Iterator[MotoServer]:
+    try:
+        server = motoserver.start(tmp_path_factory.mktemp("moto") / "moto_server.log")
+    except motoserver.MotoDidNotStart as exc:
+        pytest.fail(str(exc))
     try:
         yield server
     finally:
-        _stop(process)
+        motoserver.stop(server)
 
 
 S3ClientFactory = Callable[..., Any]
@@ -142,7 +58,7 @@ def _boto3_session(_aws_dummy_environment: None) -> boto3.session.Session:
 
 @pytest.fixture
 def s3_client_factory(
-    s3_server: S3Server, _boto3_session: boto3.session.Session
+    s3_server: MotoServer, _boto3_session: boto3.session.Session
 ) -> S3ClientFactory:
     """Build fresh clients to the test server; other keyword arguments go to Config.
 

@@ -25,7 +25,7 @@ from retention.models import (
     RunMode,
 )
 from tests.factories import UserFactory, approver_user
-from tests.helpers import dry_run, enforce, exists, put_tracked
+from tests.helpers import dry_run, enforce, exists, kept, put_tracked
 
 pytestmark = pytest.mark.django_db
 
@@ -353,8 +353,16 @@ def test_renew__of_a_deleted_record_is_refused(make_policy, now):
 # Enforcement mode
 
 
-def test_enable_enforcement__refused_without_a_dry_run(make_policy, approver, now):
+@pytest.mark.parametrize(
+    "dry_run_days_ago", [None, 8], ids=["without-a-dry-run", "when-the-dry-run-is-too-old"]
+)
+def test_enable_enforcement__refused_without_a_recent_dry_run(
+    make_policy, approver, now, settings, dry_run_days_ago
+):
+    settings.RETENTION_DRY_RUN_MAX_AGE = timedelta(days=7)
     make_policy("idv.photo", timedelta(days=30), enforce=False)
+    if dry_run_days_ago is not None:
+        dry_run(now=now - timedelta(days=dry_run_days_ago))
 
     with pytest.raises(api.EnforcementNotAllowed):
         api.enable_enforcement("idv.photo", by=approver, now=now)
@@ -385,19 +393,6 @@ def test_enable_enforcement__after_a_dry_run_records_the_reviewer(make_policy, a
     reviewed.refresh_from_db()
     assert reviewed.reviewed_by == approver
     assert reviewed.reviewed_at == now
-
-
-def test_enable_enforcement__refused_when_the_dry_run_is_too_old(
-    make_policy, approver, now, settings
-):
-    settings.RETENTION_DRY_RUN_MAX_AGE = timedelta(days=7)
-    make_policy("idv.photo", timedelta(days=30), enforce=False)
-    dry_run(now=now - timedelta(days=8))
-
-    with pytest.raises(api.EnforcementNotAllowed):
-        api.enable_enforcement("idv.photo", by=approver, now=now)
-
-    assert Policy.objects.get(data_class="idv.photo").mode == DataClassMode.REPORT_ONLY
 
 
 def test_enable_enforcement__default_max_age_is_seven_days(make_policy, approver, now):
@@ -527,8 +522,7 @@ def test_pause__stops_an_enforce_run_from_claiming(make_policy, approver, now):
     with pytest.raises(RetentionError):
         enforce(now=now)
 
-    record.refresh_from_db()
-    assert record.state == RecordState.ACTIVE and exists(record)
+    assert kept(record)
     assert Run.objects.get(mode=RunMode.ENFORCE).status == "refused"
 
 

@@ -81,11 +81,9 @@ def test_registration__names_a_class_of_model_rows_and_none_for_tracked_objects(
 
 
 def test_row_holds__covers_the_row_and_the_tenant_a_hold_names(
-    row_registry: Any, approver: Any, now: datetime
+    register_logs: Any, approver: Any, now: datetime
 ):
-    api.register_model(
-        RequestLog, data_class="logs.request", age_field="created_at", tenant_field="tenant_id"
-    )
+    register_logs()
     held, free = (
         RequestLog.objects.create(tenant_id="acme", path="/a", created_at=now),
         RequestLog.objects.create(tenant_id="acme", path="/b", created_at=now),
@@ -107,9 +105,9 @@ def test_row_holds__refuses_a_class_that_is_not_model_rows(db: Any):
 
 
 def test_run_row_cutoff__is_the_cutoff_the_run_fixed_for_a_class_of_rows(
-    row_registry: Any, make_policy: Any, now: datetime
+    register_logs: Any, make_policy: Any, now: datetime
 ):
-    api.register_model(RequestLog, data_class="logs.request", age_field="created_at")
+    register_logs(tenant_field=None)
     make_policy("logs.request", timedelta(days=30), enforce=False)
     make_policy("idv.photo", timedelta(days=30), enforce=False)
     make_policy("pod.scan", timedelta(days=90), enforce=False)

@@ -2,16 +2,10 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
 from retention.checks import check_breaker
-
-REPO = Path(__file__).resolve().parents[1]
+from tests.subprocesses import example_setting
 
 
 @pytest.mark.parametrize(
@@ -56,19 +50,6 @@ def test_check_e028__the_defaults_pass():
     [(None, True), ("1", True), ("yes", True), ("0", False), ("false", False), ("FALSE", False)],
 )
 def test_example_project__reads_the_breaker_switch_from_the_environment(tmp_path, value, enabled):
-    env = {k: v for k, v in os.environ.items() if k != "RETENTION_BREAKER_ENABLED"}
-    env["LETHE_VAR_DIR"] = str(tmp_path)
-    if value is not None:
-        env["RETENTION_BREAKER_ENABLED"] = value
+    read = example_setting("RETENTION_BREAKER_ENABLED", tmp_path, RETENTION_BREAKER_ENABLED=value)
 
-    result = subprocess.run(
-        [sys.executable, "-c", "import config.settings as s; print(s.RETENTION_BREAKER_ENABLED)"],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == str(enabled)
+    assert read == str(enabled)

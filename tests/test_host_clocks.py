@@ -18,7 +18,6 @@ from typing import Any
 import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
-from django.db import connection
 from freezegun import freeze_time
 
 from retention.models import (
@@ -30,21 +29,13 @@ from retention.models import (
     RunLease,
     RunStatus,
 )
-from tests.helpers import exists, put_tracked
+from tests.helpers import database_now, exists, put_tracked
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db]
 
 AHEAD = timedelta(minutes=5)
 BEHIND = -AHEAD
 PERIOD = timedelta(days=30)
-
-
-def database_now() -> datetime:
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT clock_timestamp()")
-        (value,) = cursor.fetchone()
-    result: datetime = value.astimezone(UTC)
-    return result
 
 
 @pytest.fixture

@@ -8,7 +8,6 @@ from typing import Any
 import pytest
 from django.urls import reverse
 
-from retention import api, redaction
 from retention.engine import run_execute, run_start
 from retention.models import DeletionEvent, EventKind
 from tests.rowhost.models import Account, RequestLog
@@ -17,21 +16,11 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def page_events(row_registry: Any, make_policy: Any, now: Any) -> list[DeletionEvent]:
-    api.register_model(
-        RequestLog,
-        data_class="logs.request",
-        age_field="created_at",
-        tenant_field="tenant_id",
-        evidence="per_batch",
-    )
-    api.register_model(
-        Account,
-        data_class="accounts.redact",
-        age_field="closed_at",
-        tenant_field="tenant_id",
-        redact={"name": redaction.Constant("[redacted]"), "email": redaction.Digest()},
-    )
+def page_events(
+    register_logs: Any, register_accounts: Any, make_policy: Any, now: Any
+) -> list[DeletionEvent]:
+    register_logs(evidence="per_batch")
+    register_accounts()
     make_policy("logs.request", timedelta(days=30))
     make_policy("accounts.redact", timedelta(days=30), disposition="redact")
     for _ in range(3):

@@ -107,14 +107,11 @@ def test_dashboard__linked_from_the_admin_index(bob_client, alice_client):
         assert "Dry-run reports" in html
 
 
-def test_dashboard__the_chart_counts_the_rows_of_a_page_event(row_registry, make_policy, now):
-    from retention import api
+def test_dashboard__the_chart_counts_the_rows_of_a_page_event(register_logs, make_policy, now):
     from retention.engine import run_execute, run_start
     from tests.rowhost.models import RequestLog
 
-    api.register_model(
-        RequestLog, data_class="logs.request", age_field="created_at", tenant_field="tenant_id"
-    )
+    register_logs()
     make_policy("logs.request", timedelta(days=30))
     for tenant in ("acme", "acme", "globex"):
         RequestLog.objects.create(tenant_id=tenant, path="/x", created_at=now - timedelta(days=31))

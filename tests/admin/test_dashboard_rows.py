@@ -19,10 +19,8 @@ URL = "admin:retention_policy_dashboard"
 
 
 @pytest.fixture
-def two_classes(row_registry: Any, make_policy: Any, now: Any) -> None:
-    api.register_model(
-        RequestLog, data_class="logs.request", age_field="created_at", tenant_field="tenant_id"
-    )
+def two_classes(register_logs: Any, make_policy: Any, now: Any) -> None:
+    register_logs()
     api.register_model(
         Shipment, data_class="shipments", expires_field="expires_at", tenant_field="tenant_id"
     )

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from django.urls import reverse
 
-from retention import redaction, services
+from retention import services
 from retention.engine import run_execute, run_start
 from retention.exceptions import RetentionError
 from retention.models import Policy, PolicyVersion, PolicyVersionStatus
@@ -30,14 +30,8 @@ WARNING = "This version changes what happens to expired rows: redact → delete"
 
 
 @pytest.fixture
-def closed(row_registry: Any, make_policy: Any) -> PolicyVersion:
-    row_registry.register_model(
-        Account,
-        data_class=DATA_CLASS,
-        age_field="closed_at",
-        tenant_field="tenant_id",
-        redact={"name": redaction.Constant("[redacted]"), "email": redaction.Digest()},
-    )
+def closed(register_accounts: Any, make_policy: Any) -> PolicyVersion:
+    register_accounts(data_class=DATA_CLASS)
     version: PolicyVersion = make_policy(DATA_CLASS, timedelta(days=90), disposition="redact")
     return version
 
@@ -72,6 +66,22 @@ def _draft_form(initial: dict[str, Any], **overrides: Any) -> dict[str, Any]:
     return data
 
 
+def _submitted_delete(author: Any, now: Any) -> PolicyVersion:
+    """A version of the class that deletes instead of redacting, submitted for review."""
+    deleting = services.policy_version_propose(
+        data_class=DATA_CLASS,
+        retention_period=timedelta(days=120),
+        author=author,
+        now=now,
+        disposition="delete",
+    )
+    return services.policy_version_submit(version=deleting, by=author, now=now)
+
+
+def _add(data_class: str = DATA_CLASS) -> str:
+    return reverse("admin:retention_policyversion_add") + f"?data_class={data_class}"
+
+
 def _review(version: PolicyVersion) -> str:
     return reverse("admin:retention_policyversion_review", args=[version.pk])
 
@@ -81,9 +91,7 @@ def _approve(version: PolicyVersion) -> str:
 
 
 def test_draft__of_a_redacting_row_class_offers_redact_and_starts_from_it(closed, alice_client):
-    response = alice_client.get(
-        reverse("admin:retention_policyversion_add") + f"?data_class={DATA_CLASS}"
-    )
+    response = alice_client.get(_add())
 
     form = response.context["adminform"].form
     assert form.initial["disposition"] == "redact"
@@ -95,9 +103,7 @@ def test_draft__of_a_redacting_row_class_offers_redact_and_starts_from_it(closed
 def test_draft__of_a_class_without_strategies_offers_delete_only(alice_client, make_policy):
     make_policy("idv.photo", timedelta(days=30))
 
-    response = alice_client.get(
-        reverse("admin:retention_policyversion_add") + "?data_class=idv.photo"
-    )
+    response = alice_client.get(_add("idv.photo"))
 
     form = response.context["adminform"].form
     assert [value for value, _ in form.fields["disposition"].choices] == ["delete"]
@@ -108,9 +114,7 @@ def test_admin__a_longer_period_drafted_in_admin_keeps_redacting_the_rows(
 ):
     """The issue's run: after a version drafted and approved in the admin, rows are redacted."""
     _accounts(now, 7)
-    add = alice_client.get(
-        reverse("admin:retention_policyversion_add") + f"?data_class={DATA_CLASS}"
-    )
+    add = alice_client.get(_add())
     initial = add.context["adminform"].form.initial
 
     drafted = alice_client.post(reverse("admin:retention_policyversion_add"), _draft_form(initial))
@@ -133,14 +137,7 @@ def test_admin__a_longer_period_drafted_in_admin_keeps_redacting_the_rows(
 def test_review__a_version_changing_redact_to_delete_is_its_own_warning(
     closed, alice, bob_client, now
 ):
-    deleting = services.policy_version_propose(
-        data_class=DATA_CLASS,
-        retention_period=timedelta(days=120),
-        author=alice,
-        now=now,
-        disposition="delete",
-    )
-    services.policy_version_submit(version=deleting, by=alice, now=now)
+    deleting = _submitted_delete(alice, now)
 
     response = bob_client.get(_review(deleting))
 
@@ -154,14 +151,7 @@ def test_approve__a_version_changing_redact_to_delete_is_refused_without_confirm
     closed, alice, bob_client, now
 ):
     _accounts(now, 3)
-    deleting = services.policy_version_propose(
-        data_class=DATA_CLASS,
-        retention_period=timedelta(days=120),
-        author=alice,
-        now=now,
-        disposition="delete",
-    )
-    services.policy_version_submit(version=deleting, by=alice, now=now)
+    deleting = _submitted_delete(alice, now)
 
     refused = bob_client.post(_approve(deleting), follow=True)
 
@@ -177,14 +167,7 @@ def test_approve__a_version_changing_redact_to_delete_is_refused_without_confirm
 def test_approve__the_approver_confirms_a_disposition_change_explicitly(
     closed, alice, bob_client, now
 ):
-    deleting = services.policy_version_propose(
-        data_class=DATA_CLASS,
-        retention_period=timedelta(days=120),
-        author=alice,
-        now=now,
-        disposition="delete",
-    )
-    services.policy_version_submit(version=deleting, by=alice, now=now)
+    deleting = _submitted_delete(alice, now)
 
     bob_client.post(_approve(deleting), {"confirm_disposition_change": "on"}, follow=True)
 
@@ -195,14 +178,7 @@ def test_approve__the_approver_confirms_a_disposition_change_explicitly(
 def test_approve_service__refuses_a_disposition_change_without_confirmation(
     closed, alice, bob, now
 ):
-    deleting = services.policy_version_propose(
-        data_class=DATA_CLASS,
-        retention_period=timedelta(days=120),
-        author=alice,
-        now=now,
-        disposition="delete",
-    )
-    services.policy_version_submit(version=deleting, by=alice, now=now)
+    deleting = _submitted_delete(alice, now)
 
     with pytest.raises(RetentionError, match="redact → delete"):
         services.policy_version_approve(version=deleting, approver=bob, now=now)

@@ -22,10 +22,8 @@ LIST = "admin:retention_legalhold_changelist"
 
 
 @pytest.fixture
-def logs(row_registry: Any, make_policy: Any, now: Any) -> dict[str, list[RequestLog]]:
-    api.register_model(
-        RequestLog, data_class="logs.request", age_field="created_at", tenant_field="tenant_id"
-    )
+def logs(register_logs: Any, make_policy: Any, now: Any) -> dict[str, list[RequestLog]]:
+    register_logs()
     make_policy("logs.request", timedelta(days=30))
 
     def make(tenant: str, days: int, n: int) -> list[RequestLog]:

@@ -19,18 +19,13 @@ DATA_CLASS = "logs.request"
 ADOPT = "Draft a version that adopts this registration"
 
 
-def _register(row_registry: Any, status: int) -> None:
-    row_registry.register_model(
-        RequestLog,
-        data_class=DATA_CLASS,
-        age_field="created_at",
-        scope=lambda qs: qs.filter(status=status),
-    )
+def _register(register_logs: Any, status: int) -> None:
+    register_logs(tenant_field=None, scope=lambda qs: qs.filter(status=status))
 
 
 @pytest.fixture
-def logs(row_registry: Any, make_policy: Any) -> PolicyVersion:
-    _register(row_registry, 200)
+def logs(register_logs: Any, make_policy: Any) -> PolicyVersion:
+    _register(register_logs, 200)
     version: PolicyVersion = make_policy(DATA_CLASS, timedelta(days=45), batch_size=7)
     return version
 
@@ -50,9 +45,9 @@ def test_policy_page__says_nothing_while_the_code_matches(logs, alice_client):
 
 
 def test_policy_page__shows_old_against_new_in_words_and_offers_to_adopt(
-    logs, row_registry, alice_client
+    logs, register_logs, alice_client
 ):
-    _register(row_registry, 500)
+    _register(register_logs, 500)
 
     html = _policy_page(alice_client, logs)
 
@@ -65,8 +60,8 @@ def test_policy_page__shows_old_against_new_in_words_and_offers_to_adopt(
     assert f"?data_class={DATA_CLASS}" in html
 
 
-def test_adopt__the_draft_starts_from_the_version_in_force(logs, row_registry, alice_client):
-    _register(row_registry, 500)
+def test_adopt__the_draft_starts_from_the_version_in_force(logs, register_logs, alice_client):
+    _register(register_logs, 500)
 
     response = alice_client.get(
         reverse("admin:retention_policyversion_add") + f"?data_class={DATA_CLASS}"
@@ -79,9 +74,9 @@ def test_adopt__the_draft_starts_from_the_version_in_force(logs, row_registry, a
 
 
 def test_review__the_adopting_version_shows_what_it_adopts_and_its_figures(
-    logs, row_registry, alice, bob_client, now
+    logs, register_logs, alice, bob_client, now
 ):
-    _register(row_registry, 500)
+    _register(register_logs, 500)
     draft = services.policy_version_propose(
         data_class=DATA_CLASS, retention_period=timedelta(days=45), author=alice, now=now
     )
@@ -107,8 +102,8 @@ def test_review__the_adopting_version_shows_what_it_adopts_and_its_figures(
     assert approved.status_code == 200
 
 
-def test_version_page__the_version_in_force_says_its_rows_wait(logs, row_registry, bob_client):
-    _register(row_registry, 500)
+def test_version_page__the_version_in_force_says_its_rows_wait(logs, register_logs, bob_client):
+    _register(register_logs, 500)
 
     response = bob_client.get(reverse("admin:retention_policyversion_change", args=[logs.pk]))
 

@@ -8,7 +8,6 @@ from typing import Any
 import pytest
 from django.urls import reverse
 
-from retention import api, redaction
 from retention.digest import key_digest
 from retention.engine import run_execute, run_start
 from retention.models import DataClassMode, Policy
@@ -19,17 +18,11 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def row_classes(row_registry: Any, make_policy: Any, now: Any) -> dict[str, list[Any]]:
-    api.register_model(
-        RequestLog, data_class="logs.request", age_field="created_at", tenant_field="tenant_id"
-    )
-    api.register_model(
-        Account,
-        data_class="accounts.redact",
-        age_field="closed_at",
-        tenant_field="tenant_id",
-        redact={"name": redaction.Constant("[redacted]"), "email": redaction.Digest()},
-    )
+def row_classes(
+    register_logs: Any, register_accounts: Any, make_policy: Any, now: Any
+) -> dict[str, list[Any]]:
+    register_logs()
+    register_accounts()
     make_policy("logs.request", timedelta(days=30), enforce=False)
     make_policy("accounts.redact", timedelta(days=30), enforce=False, disposition="redact")
     logs = [

@@ -34,9 +34,7 @@ from retention.chain.anchors import (
     chain_anchor,
     chain_anchor_due,
 )
-from retention.engine import BATCH_TASK
-from retention.guard import GuardReading
-from retention.models import ChainHead, EventBatch, RunMode, RunStatus, RunTrigger
+from retention.models import ChainHead, EventBatch, RunStatus
 from retention.receipts.signed_heads import (
     anchor_name,
     head_parse,
@@ -45,6 +43,7 @@ from retention.receipts.signed_heads import (
     public_key_load,
 )
 from tests.anchoring.helpers import head, heads_in, new_key, s3_anchor_setting
+from tests.fakes import queued
 from tests.helpers import dry_run, enforce, put_tracked
 
 pytestmark = pytest.mark.django_db
@@ -357,30 +356,7 @@ def test_queued_run_anchors_when_its_last_batch_closes_it(make_policy, now, anch
     make_policy(batch_size=2)
     expired(5, now)
 
-    def under_budget(*, now: Any) -> GuardReading:
-        return GuardReading(over_budget=False, value=0.0, budget=30.0, detail="")
-
-    def publish(func: str, payload: dict[str, Any], name: str) -> None:
-        if func == BATCH_TASK:
-            engine.batch_dispose(
-                payload=payload, clock=lambda: now, publish=publish, guard=under_budget
-            )
-
-    def queued() -> Any:
-        run = engine.run_enqueue(
-            mode=RunMode.ENFORCE, trigger=RunTrigger.COMMAND, now=now, publish=publish
-        )
-        engine.run_arm(
-            run_id=run.pk,
-            clock=lambda: now,
-            sleep=lambda _: None,
-            publish=publish,
-            guard=under_budget,
-        )
-        run.refresh_from_db()
-        return run
-
-    run = committed(queued)
+    run, _ = committed(lambda: queued(now))
 
     assert (run.status, run.deleted) == (RunStatus.FINISHED, 5)
     assert [h.seq for h in heads_in(anchor_dir)] == [ChainHead.objects.get().seq]

@@ -16,28 +16,19 @@ the restart lands mid-run:
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 
 import pytest
 
-from tests.helpers import (
+from tests.subprocesses import (
     PrivatePostgres,
-    files_left,
+    assert_all_deleted,
     manage,
-    private_postgres,
     seed,
     start_run,
-    states,
     wait_until_deleting,
 )
 
 pytestmark = [pytest.mark.postgres, pytest.mark.timeout(120)]
-
-
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[PrivatePostgres]:
-    with private_postgres() as running:
-        yield running
 
 
 def test_run_retention__a_postgres_restart_mid_run_is_waited_out_and_the_run_finishes(
@@ -48,7 +39,7 @@ def test_run_retention__a_postgres_restart_mid_run_is_waited_out_and_the_run_fin
     process = start_run(cluster, data_class)
     wait_until_deleting(cluster, data_class, process)
 
-    cluster.ctl("-m", "fast", "restart", "-o", f"-p {cluster.port} -k {cluster.sockets}")
+    cluster.restart()
     try:
         out, err = process.communicate(timeout=60)
     finally:
@@ -57,10 +48,7 @@ def test_run_retention__a_postgres_restart_mid_run_is_waited_out_and_the_run_fin
     assert process.returncode == 0, err
     assert "Traceback" not in err
     assert '"status": "finished"' in out
-    assert states(cluster, data_class) == {"deleted": 120}
-    assert files_left(cluster, data_class) == []
-    verified = manage(cluster, "retention_verify", "--runs")
-    assert "Run counts agree with their events." in verified.stdout
+    assert_all_deleted(cluster, data_class, 120)
     assert time.monotonic() - started < 60
 
 
@@ -72,7 +60,7 @@ def test_run_retention__a_database_away_too_long_stops_with_one_line_and_the_nex
     process = start_run(cluster, data_class, RETENTION_DATABASE_RETRY_SECONDS="3")
     wait_until_deleting(cluster, data_class, process)
 
-    cluster.ctl("-m", "fast", "stop")
+    cluster.stop()
     try:
         out, err = process.communicate(timeout=30)
     finally:
@@ -93,8 +81,5 @@ def test_run_retention__a_database_away_too_long_stops_with_one_line_and_the_nex
         f"WHERE data_classes::text LIKE '%{data_class}%' ORDER BY started_at LIMIT 1"
     )
     assert status == "abandoned" and reason.startswith("database unavailable")
-    assert states(cluster, data_class) == {"deleted": 120}
-    assert files_left(cluster, data_class) == []
-    verified = manage(cluster, "retention_verify", "--runs")
-    assert "Run counts agree with their events." in verified.stdout
+    assert_all_deleted(cluster, data_class, 120)
     assert time.monotonic() - started < 60

@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-import json
-from datetime import datetime, timedelta
-from io import StringIO
+from datetime import timedelta
 from typing import Any
 
 import pytest
-from django.core.management import CommandError, call_command
-from freezegun import freeze_time
 
 from retention import services
 from retention.models import RecordState, RetentionRecord, Run, RunMode
 from tests.helpers import enforce, put_tracked
+from tests.helpers import retention_check as check
+from tests.helpers import retention_check_json as check_json
 
 pytestmark = pytest.mark.django_db
 
@@ -39,24 +37,6 @@ CLASS_KEYS = {
     "last_success_run_id",
     "breaker_trip",
 }
-
-
-def check(*args: str, at: datetime) -> tuple[int, str, str]:
-    """Run the command at a frozen time → (exit code, stdout, error message)."""
-    out = StringIO()
-    with freeze_time(at):
-        try:
-            call_command("retention_check", *args, stdout=out)
-        except CommandError as exc:
-            return exc.returncode, out.getvalue(), str(exc)
-    return 0, out.getvalue(), ""
-
-
-def check_json(at: datetime) -> tuple[int, dict[str, Any]]:
-    code, out, _ = check("--json", at=at)
-    lines = out.splitlines()
-    assert len(lines) == 1  # exactly one JSON object, also when broken
-    return code, json.loads(lines[0])
 
 
 def by_class(report: dict[str, Any]) -> dict[str, dict[str, Any]]:

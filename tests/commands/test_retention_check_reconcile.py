@@ -3,54 +3,25 @@ objects that were not deleted again within the promise (issue 15)."""
 
 from __future__ import annotations
 
-import json
 from datetime import datetime, timedelta
-from io import StringIO
 from typing import Any
 
 import pytest
 from django.core.files.base import ContentFile
 from django.core.files.storage import storages
-from django.core.management import CommandError, call_command
-from freezegun import freeze_time
 
 from retention import api
 from retention.models import DataClassMode, Policy, RecordState, RetentionRecord, RunStatus
 from tests.factories import ReconcileRunFactory
-from tests.helpers import enforce, put_tracked
+from tests.helpers import RECONCILE_COUNTS, enforce, put_tracked
+from tests.helpers import retention_check as check
+from tests.helpers import retention_check_json as check_json
 
 pytestmark = pytest.mark.django_db
 
 PERIOD = timedelta(days=30)
 PROMISE = timedelta(hours=24)
 SECOND = timedelta(seconds=1)
-
-COUNT_KEYS = {
-    "orphans",
-    "missing",
-    "reappeared",
-    "leftover_versions",
-    "listed",
-    "tracked",
-    "adopted",
-}
-
-
-def check(*args: str, at: datetime) -> tuple[int, str, str]:
-    """Run the command at a frozen time → (exit code, stdout, error message)."""
-    out = StringIO()
-    with freeze_time(at):
-        try:
-            call_command("retention_check", *args, stdout=out)
-        except CommandError as exc:
-            return exc.returncode, out.getvalue(), str(exc)
-    return 0, out.getvalue(), ""
-
-
-def check_json(at: datetime) -> tuple[int, dict[str, Any]]:
-    code, out, _ = check("--json", at=at)
-    (line,) = out.splitlines()
-    return code, json.loads(line)
 
 
 def broken_of(report: dict[str, Any], data_class: str) -> list[str]:
@@ -250,7 +221,7 @@ def test_check__json_lists_the_last_reconciliation_per_storage_with_stable_keys(
     assert set(report["reconciliation"]) == {"storages", "reappeared_overdue"}
     default, s3 = report["reconciliation"]["storages"]
     assert set(default) == {"storage", "run_id", "finished_at", "age_seconds", "dry_run", "counts"}
-    assert set(default["counts"]) == COUNT_KEYS
+    assert set(default["counts"]) == set(RECONCILE_COUNTS)
     assert default == {
         "storage": "default",
         "run_id": str(reconciled["newer"].pk),

@@ -5,58 +5,40 @@ from __future__ import annotations
 
 import json
 from datetime import datetime, timedelta
-from io import StringIO
 from typing import Any
 
 import pytest
-from django.core.management import CommandError, call_command
-from freezegun import freeze_time
 
 from retention import services
-from tests.rowhost.models import RequestLog
+from tests.helpers import retention_check as check
 
 pytestmark = pytest.mark.django_db
 
 DATA_CLASS = "logs.request"
 
 
-def _check(*args: str, at: datetime) -> tuple[int, str]:
-    out = StringIO()
-    with freeze_time(at):
-        try:
-            call_command("retention_check", *args, stdout=out)
-        except CommandError as exc:
-            return exc.returncode, out.getvalue()
-    return 0, out.getvalue()
-
-
-def _register(row_registry: Any, status: int) -> None:
-    row_registry.register_model(
-        RequestLog,
-        data_class=DATA_CLASS,
-        age_field="created_at",
-        scope=lambda qs: qs.filter(status=status),
-    )
+def _register(register_logs: Any, status: int) -> None:
+    register_logs(tenant_field=None, scope=lambda qs: qs.filter(status=status))
 
 
 @pytest.fixture
-def logs(row_registry: Any, make_policy: Any, now: datetime) -> Any:
-    _register(row_registry, 200)
+def logs(register_logs: Any, make_policy: Any, now: datetime) -> Any:
+    _register(register_logs, 200)
     return make_policy(DATA_CLASS, timedelta(days=30), at=now)
 
 
 def test_check__a_matching_registration_is_ok(logs, now):
-    code, out = _check(at=now)
+    code, out, _ = check(at=now)
 
     assert code == 0
     assert "registration" not in out
 
 
-def test_check__a_changed_scope_fails_with_registration_changed(logs, row_registry, now):
-    _register(row_registry, 500)
+def test_check__a_changed_scope_fails_with_registration_changed(logs, register_logs, now):
+    _register(register_logs, 500)
 
-    code, out = _check(at=now)
-    json_code, json_out = _check("--json", at=now)
+    code, out, _ = check(at=now)
+    json_code, json_out, _ = check("--json", at=now)
 
     assert code == 1
     assert f"{DATA_CLASS} [enforce] BROKEN: registration changed, nothing is disposed of" in out
@@ -68,26 +50,26 @@ def test_check__a_changed_scope_fails_with_registration_changed(logs, row_regist
     assert "registration_changed" in entry["broken"]
 
 
-def test_check__a_report_only_class_is_not_checked(row_registry, make_policy, now):
-    _register(row_registry, 200)
+def test_check__a_report_only_class_is_not_checked(register_logs, make_policy, now):
+    _register(register_logs, 200)
     make_policy(DATA_CLASS, timedelta(days=30), at=now, enforce=False)
-    _register(row_registry, 500)
+    _register(register_logs, 500)
 
-    code, _ = _check(at=now)
+    code, _, _ = check(at=now)
 
     assert code == 0
 
 
 def test_check__ok_again_once_a_version_adopting_the_registration_is_approved(
-    logs, row_registry, author, approver, now
+    logs, register_logs, author, approver, now
 ):
-    _register(row_registry, 500)
+    _register(register_logs, 500)
     draft = services.policy_version_propose(
         data_class=DATA_CLASS, retention_period=timedelta(days=30), author=author, now=now
     )
     services.policy_version_submit(version=draft, by=author, now=now)
     services.policy_version_approve(version=draft, approver=approver, now=now)
 
-    code, _ = _check(at=now)
+    code, _, _ = check(at=now)
 
     assert code == 0

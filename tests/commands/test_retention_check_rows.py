@@ -13,7 +13,9 @@ from retention import api
 from retention.engine import run_execute, run_start
 from retention.models import Policy, Run, RunMode, RunStatus
 from retention.selectors.health import lag_check
-from tests.commands.test_retention_check import by_class, check, check_json
+from tests.commands.test_retention_check import by_class
+from tests.helpers import retention_check as check
+from tests.helpers import retention_check_json as check_json
 from tests.rowhost.models import RequestLog, Shipment
 
 pytestmark = pytest.mark.django_db
@@ -22,10 +24,8 @@ PERIOD = timedelta(days=30)
 
 
 @pytest.fixture
-def logs(row_registry: Any, make_policy: Any) -> Any:
-    api.register_model(
-        RequestLog, data_class="logs.request", age_field="created_at", tenant_field="tenant_id"
-    )
+def logs(register_logs: Any, make_policy: Any) -> Any:
+    register_logs()
     return make_policy("logs.request", PERIOD)
 
 
@@ -60,14 +60,8 @@ def test_check__a_row_class_with_overdue_rows_is_broken(logs, now):
     assert error.startswith("retention promise broken: logs.request (overdue rows")
 
 
-def test_check__a_row_class_counts_by_its_margin_and_scope(row_registry, make_policy, now):
-    api.register_model(
-        RequestLog,
-        data_class="logs.request",
-        age_field="created_at",
-        tenant_field="tenant_id",
-        scope=lambda qs: qs.filter(status=200),
-    )
+def test_check__a_row_class_counts_by_its_margin_and_scope(register_logs, make_policy, now):
+    register_logs(scope=lambda qs: qs.filter(status=200))
     make_policy("logs.request", PERIOD, safety_margin=timedelta(days=2))
     _log(now, age=PERIOD + timedelta(days=3), n=2)  # past period + margin
     _log(now, age=PERIOD + timedelta(days=1))  # within the margin
@@ -180,17 +174,12 @@ def test_check__a_run_that_disposed_of_none_of_its_due_rows_is_not_a_success(log
     assert by_class(report)["logs.request"]["last_success_run_id"] == str(earlier.pk)
 
 
-def test_check__a_redacting_class_does_not_count_its_redacted_rows(row_registry, make_policy, now):
-    from retention import redaction
+def test_check__a_redacting_class_does_not_count_its_redacted_rows(
+    register_accounts, make_policy, now
+):
     from tests.rowhost.models import Account
 
-    api.register_model(
-        Account,
-        data_class="accounts.closed",
-        age_field="closed_at",
-        tenant_field="tenant_id",
-        redact={"name": redaction.Constant("[redacted]"), "email": redaction.Digest()},
-    )
+    register_accounts(data_class="accounts.closed")
     make_policy("accounts.closed", PERIOD, disposition="redact")
     for i in range(4):
         Account.objects.create(

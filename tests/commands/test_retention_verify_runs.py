@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from io import StringIO
 from typing import Any
@@ -13,10 +13,8 @@ from django.core.files.storage import storages
 from django.core.management import CommandError, call_command
 from django.db.models import F
 
-from retention import api, engine, redaction
-from retention.engine import BATCH_TASK
+from retention import api, engine
 from retention.engine.disposal import DisposalItem, ObjectDisposer
-from retention.engine.guard import GuardReading
 from retention.models import (
     DeletionEvent,
     EventKind,
@@ -27,6 +25,7 @@ from retention.models import (
     RunTrigger,
 )
 from retention.storage import KeyResult, Outcome
+from tests.fakes import DiesAfterDelete, Queue, queued
 from tests.helpers import dry_run, enforce, put_tracked
 from tests.rowhost.models import Account, Invoice, RequestLog, Shipment
 
@@ -140,29 +139,6 @@ def test_verify_runs__deleted_absent_failed_retried_and_renewed_counts_agree(mak
 # Queued runs: a batch delivered twice, and one redelivered after a crash
 
 
-def _quiet(*, now: datetime) -> GuardReading:
-    return GuardReading(over_budget=False, value=0.0, budget=30.0, detail="")
-
-
-class DiesAfterDelete(ObjectDisposer):
-    def dispose(self, items: Sequence[DisposalItem], **kwargs: Any) -> Any:
-        super().dispose(items, **kwargs)
-        raise ConnectionError("worker killed after the delete")
-
-
-def queued(now: datetime, deliver: Callable[[dict[str, Any], Any], None]) -> Run:
-    def publish(func: str, payload: dict[str, Any], name: str) -> None:
-        if func == BATCH_TASK:
-            deliver(payload, publish)
-
-    run = engine.run_enqueue(
-        mode=RunMode.ENFORCE, trigger=RunTrigger.COMMAND, now=now, publish=publish
-    )
-    engine.run_arm(run_id=run.pk, clock=lambda: now, publish=publish, guard=_quiet)
-    run.refresh_from_db()
-    return run
-
-
 def test_verify_runs__queued_runs_delivered_twice_or_after_a_crash_count_each_event_once(
     make_policy, approver, now
 ):
@@ -171,33 +147,26 @@ def test_verify_runs__queued_runs_delivered_twice_or_after_a_crash_count_each_ev
     api.place_hold(reason="audit", placed_by=approver, tenant_id="held", now=now)
     for _ in range(5):
         expired(now)
-    at = now
 
-    def batch(payload: dict[str, Any], publish: Any, **kwargs: Any) -> None:
-        engine.batch_dispose(
-            payload=payload, clock=lambda: at, publish=publish, guard=_quiet, **kwargs
-        )
+    def twice(queue: Queue, payload: dict[str, Any]) -> None:
+        queue.run_batch(payload)
+        queue.run_batch(payload)
 
-    def twice(payload: dict[str, Any], publish: Any) -> None:
-        batch(payload, publish)
-        batch(payload, publish)
-
-    first = queued(now, twice)
+    first, _ = queued(now, twice)
 
     # One page, deleted by a worker that dies before finalizing it.
     for _ in range(2):
         expired(now)
-    at = now + timedelta(hours=1)
     crashed: list[str] = []
 
-    def crash_then_redeliver(payload: dict[str, Any], publish: Any) -> None:
+    def crash_then_redeliver(queue: Queue, payload: dict[str, Any]) -> None:
         if not crashed:
             crashed.append(payload["token"])
             with pytest.raises(ConnectionError):
-                batch(payload, publish, disposer=DiesAfterDelete())
-        batch(payload, publish)
+                queue.run_batch(payload, disposer=DiesAfterDelete(ConnectionError))
+        queue.run_batch(payload)
 
-    second = queued(at, crash_then_redeliver)
+    second, _ = queued(now + timedelta(hours=1), crash_then_redeliver)
 
     assert first.status == second.status == RunStatus.FINISHED
     assert (first.deleted, first.skipped_held) == (5, 1)
@@ -227,24 +196,22 @@ def _enforce_rows(now: datetime, data_class: str, **start: Any) -> Run:
     return engine.run_execute(run=run, clock=lambda: now)
 
 
+def _two_runs(now: datetime, data_class: str) -> tuple[Run, Run]:
+    """An enforcing run at ``now``, and the next a day later."""
+    return _enforce_rows(now, data_class), _enforce_rows(now + timedelta(days=1), data_class)
+
+
 @pytest.mark.parametrize("evidence", ["per_row", "per_batch"])
 def test_verify_runs__model_rows_held_skips_are_recorded_and_counted_by_every_run(
-    row_registry, make_policy, author, now, evidence
+    register_logs, make_policy, author, now, evidence
 ):
-    api.register_model(
-        RequestLog,
-        data_class="logs.request",
-        age_field="created_at",
-        tenant_field="tenant_id",
-        evidence=evidence,
-    )
+    register_logs(evidence=evidence)
     make_policy("logs.request", timedelta(days=30), batch_size=2)
     _logs(now, tenant="t1", count=3)
     _logs(now, tenant="t2", count=3)
     api.place_hold(reason="litigation", placed_by=author, tenant_id="t2", now=now)
 
-    first = _enforce_rows(now, "logs.request")
-    second = _enforce_rows(now + timedelta(days=1), "logs.request")
+    first, second = _two_runs(now, "logs.request")
 
     assert (first.deleted, first.skipped_held) == (3, 3)
     assert (second.deleted, second.skipped_held) == (0, 3)
@@ -256,11 +223,9 @@ def test_verify_runs__model_rows_held_skips_are_recorded_and_counted_by_every_ru
 
 
 def test_verify_runs__a_run_stopped_by_its_limit_counts_only_the_held_rows_it_reached(
-    row_registry, make_policy, author, now
+    register_logs, make_policy, author, now
 ):
-    api.register_model(
-        RequestLog, data_class="logs.request", age_field="created_at", tenant_field="tenant_id"
-    )
+    register_logs()
     make_policy("logs.request", timedelta(days=30), batch_size=2)
     _logs(now, tenant="t1", count=2, age_days=60)  # the oldest: the first page
     _logs(now, tenant="t2", count=3)
@@ -274,15 +239,9 @@ def test_verify_runs__a_run_stopped_by_its_limit_counts_only_the_held_rows_it_re
 
 
 def test_verify_runs__redacted_rows_and_a_held_row_skipped_again_agree(
-    row_registry, make_policy, author, now
+    register_accounts, make_policy, author, now
 ):
-    api.register_model(
-        Account,
-        data_class="accounts.redact",
-        age_field="closed_at",
-        tenant_field="tenant_id",
-        redact={"name": redaction.Constant("[redacted]"), "email": redaction.Digest()},
-    )
+    register_accounts()
     make_policy("accounts.redact", timedelta(days=90), batch_size=2, disposition="redact")
     closed = now - timedelta(days=100)
     accounts = [
@@ -291,9 +250,8 @@ def test_verify_runs__redacted_rows_and_a_held_row_skipped_again_agree(
     ]
     api.place_hold(reason="dispute", placed_by=author, subject=accounts[0], now=now)
 
-    first = _enforce_rows(now, "accounts.redact")
     # The held row is listed as skipped; the next run looks at it again.
-    second = _enforce_rows(now + timedelta(days=1), "accounts.redact")
+    first, second = _two_runs(now, "accounts.redact")
 
     assert (first.redacted, first.skipped_held) == (2, 1)
     assert (second.redacted, second.skipped_held) == (0, 1)
@@ -311,8 +269,7 @@ def test_verify_runs__protected_rows_are_recorded_by_every_run_that_skips_them(
     Invoice.objects.create(account=blocked, amount=10)
     Account.objects.create(tenant_id="t1", name="F", email="f@x.test", closed_at=closed)
 
-    first = _enforce_rows(now, "accounts.closed")
-    second = _enforce_rows(now + timedelta(days=1), "accounts.closed")
+    first, second = _two_runs(now, "accounts.closed")
 
     assert (first.deleted, first.skipped_protected) == (1, 1)
     assert (second.deleted, second.skipped_protected) == (0, 1)
@@ -321,11 +278,9 @@ def test_verify_runs__protected_rows_are_recorded_by_every_run_that_skips_them(
 
 
 def test_verify_runs__rows_whose_objects_could_not_be_deleted_are_failed_with_events(
-    row_registry, make_policy, now, monkeypatch
+    register_shipments, make_policy, now, monkeypatch
 ):
-    api.register_model(
-        Shipment, data_class="pod.shipment", age_field="delivered_at", files=("proof",)
-    )
+    register_shipments()
     make_policy("pod.shipment", timedelta(days=30))
     old = now - timedelta(days=40)
     store = storages["default"]

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from datetime import datetime, timedelta
 from io import StringIO
 from pathlib import Path
@@ -23,9 +21,8 @@ from retention.models import (
     RunMode,
     RunStatus,
 )
-from tests.helpers import exists, put_tracked
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
+from tests.helpers import exists, gone, kept, put_tracked
+from tests.subprocesses import manage_py
 
 CONTRACT_KEYS = {
     "run_id",
@@ -193,8 +190,7 @@ def test_run_retention__dry_run_reports_a_report_only_class_too(make_policy, now
     out, _ = run_command("--dry-run", "--data-class", "idv.photo", at=now)
 
     assert "idv.photo: would delete 1" in out
-    old.refresh_from_db()
-    assert old.state == RecordState.ACTIVE and exists(old)
+    assert kept(old)
 
 
 def test_run_retention__enforce_summarises_what_it_deleted(make_policy, now):
@@ -207,10 +203,8 @@ def test_run_retention__enforce_summarises_what_it_deleted(make_policy, now):
     assert "deleted 2" in out
     assert "would delete" not in out.lower()
     for record in old:
-        record.refresh_from_db()
-        assert record.state == RecordState.DELETED and not exists(record)
-    young.refresh_from_db()
-    assert young.state == RecordState.ACTIVE and exists(young)
+        assert gone(record)
+    assert kept(young)
     run = Run.objects.get()
     assert (run.status, run.deleted) == (RunStatus.FINISHED, 2)
 
@@ -240,8 +234,7 @@ def test_run_retention__unknown_data_class_is_refused_with_one_line(make_policy,
 
     assert_one_line_reason(error)
     assert "unknown" in str(error)
-    old.refresh_from_db()
-    assert old.state == RecordState.ACTIVE and exists(old)
+    assert kept(old)
 
 
 def test_run_retention__enforcing_a_report_only_class_is_refused(make_policy, now):
@@ -252,8 +245,7 @@ def test_run_retention__enforcing_a_report_only_class_is_refused(make_policy, no
 
     assert_one_line_reason(error)
     assert "report-only" in str(error)
-    old.refresh_from_db()
-    assert old.state == RecordState.ACTIVE and exists(old)
+    assert kept(old)
     assert Run.objects.get().status == RunStatus.REFUSED
 
 
@@ -271,8 +263,7 @@ def test_run_retention__paused_is_refused_and_the_refusal_is_in_the_ledger(
     run = Run.objects.get()
     assert run.status == RunStatus.REFUSED
     assert "paused" in run.status_reason
-    old.refresh_from_db()
-    assert old.state == RecordState.ACTIVE and exists(old)
+    assert kept(old)
 
 
 def test_run_retention__second_trigger_while_the_lease_is_held_is_refused(make_policy, now):
@@ -287,8 +278,7 @@ def test_run_retention__second_trigger_while_the_lease_is_held_is_refused(make_p
     second = Run.objects.exclude(pk=first.pk).get()
     assert second.status == RunStatus.REFUSED
     assert (second.claimed, second.deleted) == (0, 0)
-    old.refresh_from_db()
-    assert old.state == RecordState.ACTIVE and exists(old)
+    assert kept(old)
     assert not DeletionEvent.objects.exists()
     first.refresh_from_db()
     assert first.status == RunStatus.RUNNING
@@ -320,11 +310,9 @@ def test_run_retention__limit_deletes_exactly_that_many_and_stops(make_policy, n
     assert data["status"] == RunStatus.STOPPED
     assert data["counts"]["deleted"] == 1
     assert Run.objects.get().status == RunStatus.STOPPED
-    first.refresh_from_db()
-    second.refresh_from_db()
     # Claims go in expires_at order, so the older record goes first.
-    assert first.state == RecordState.DELETED and not exists(first)
-    assert second.state == RecordState.ACTIVE and exists(second)
+    assert gone(first)
+    assert kept(second)
 
 
 def test_run_retention__tenant_limits_deletion_to_that_tenant(make_policy, now):
@@ -337,10 +325,8 @@ def test_run_retention__tenant_limits_deletion_to_that_tenant(make_policy, now):
     data = json.loads(out)
     assert data["counts"]["deleted"] == 1
     assert Run.objects.get().tenant_id == "acme"
-    ours.refresh_from_db()
-    theirs.refresh_from_db()
-    assert ours.state == RecordState.DELETED and not exists(ours)
-    assert theirs.state == RecordState.ACTIVE and exists(theirs)
+    assert gone(ours)
+    assert kept(theirs)
 
 
 def test_run_retention__data_class_limits_deletion_to_that_class(make_policy, now):
@@ -351,10 +337,8 @@ def test_run_retention__data_class_limits_deletion_to_that_class(make_policy, no
 
     run_command("--data-class", "pod.scan", at=now)
 
-    photo.refresh_from_db()
-    scan.refresh_from_db()
-    assert photo.state == RecordState.ACTIVE and exists(photo)
-    assert scan.state == RecordState.DELETED and not exists(scan)
+    assert kept(photo)
+    assert gone(scan)
     assert Run.objects.get().data_classes == ["pod.scan"]
 
 
@@ -376,29 +360,17 @@ def _subprocess_env(var_dir: Path) -> dict[str, str]:
     return env
 
 
-def _manage(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "manage.py", *args],
-        cwd=REPO_ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-
-
 @pytest.fixture(scope="module")
 def migrated_env(tmp_path_factory: pytest.TempPathFactory) -> Any:
     # One migrated SQLite file for the module: migrating takes seconds.
     env = _subprocess_env(tmp_path_factory.mktemp("lethe-var"))
-    migrate = _manage("migrate", "--noinput", "-v", "0", env=env)
+    migrate = manage_py(env, "migrate", "--noinput", "-v", "0")
     assert migrate.returncode == 0, migrate.stderr
     return env
 
 
 def test_run_retention__process_exits_zero_and_prints_one_json_object(migrated_env):
-    result = _manage("run_retention", "--json", "--dry-run", env=migrated_env)
+    result = manage_py(migrated_env, "run_retention", "--json", "--dry-run")
 
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
@@ -408,7 +380,7 @@ def test_run_retention__process_exits_zero_and_prints_one_json_object(migrated_e
 
 
 def test_run_retention__process_refusal_exits_non_zero_with_one_line_on_stderr(migrated_env):
-    result = _manage("run_retention", "--data-class", "nope", env=migrated_env)
+    result = manage_py(migrated_env, "run_retention", "--data-class", "nope")
 
     assert result.returncode != 0
     lines = result.stderr.strip().splitlines()

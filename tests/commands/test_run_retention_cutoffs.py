@@ -28,8 +28,8 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def classes(row_registry: Any, make_policy: Any, now: datetime) -> None:
-    api.register_model(RequestLog, data_class="logs.request", age_field="created_at")
+def classes(register_logs: Any, make_policy: Any, now: datetime) -> None:
+    register_logs(tenant_field=None)
     api.register_model(Shipment, data_class="ops.shipments", expires_field="expires_at")
     make_policy("logs.request", timedelta(days=30), safety_margin=timedelta(hours=2))
     make_policy("ops.shipments", timedelta(days=1))

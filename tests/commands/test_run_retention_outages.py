@@ -33,7 +33,7 @@ from retention.models import RecordState, RetentionRecord, Run, RunStatus
 from retention.storage import KeyResult, Outcome
 from retention.storage.s3 import S3Adapter
 from tests.helpers import put_tracked
-from tests.s3server import DUMMY_CREDENTIALS, REGION
+from tests.motoserver import DUMMY_CREDENTIALS, REGION
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

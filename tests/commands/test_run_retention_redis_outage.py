@@ -2,7 +2,7 @@
 
 A private ``redis-server`` on a free loopback port (no persistence: what was
 queued in it is lost with it, as with a Redis restarted without a disk), a
-private PostgreSQL cluster (tests/helpers.py) and a ``qcluster`` on the Redis
+private PostgreSQL cluster (tests/subprocesses.py) and a ``qcluster`` on the Redis
 broker. Redis stops for about 20 s while ``run_retention --enqueue --wait``
 follows the run, then starts again (empty) on the same port. Measured: the run
 ends ``error`` ("task queue unavailable: batches could not be published")
@@ -18,20 +18,18 @@ import os
 import shutil
 import subprocess
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.helpers import (
+from tests.motoserver import free_port
+from tests.subprocesses import (
     PrivatePostgres,
     Qcluster,
+    assert_all_deleted,
     env_for,
-    files_left,
-    free_port,
-    manage,
-    private_postgres,
+    queue_env,
     seed,
     start_run,
     states,
@@ -99,25 +97,10 @@ def redis_server() -> Iterator[RedisServer]:
     server.stop()
 
 
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[PrivatePostgres]:
-    with private_postgres() as running:
-        yield running
-
-
 def test_run_retention_wait__redis_down_20_s_mid_run_ends_error_exit_1_and_the_next_run_finishes(
     cluster: PrivatePostgres, redis_server: RedisServer, tmp_path: Path
 ) -> None:
-    queued = {
-        "REDIS_URL": redis_server.url,
-        "Q_CLUSTER_NAME": f"lethe-redis-{uuid.uuid4().hex[:8]}",
-        "Q_WORKERS": "2",
-        "Q_TIMEOUT": "20",
-        "Q_RETRY": "25",
-        "RETENTION_LEASE_SECONDS": "8",
-        "RETENTION_RUN_LEASE_SECONDS": "30",
-        "RETENTION_DISPATCHER_LEASE_SECONDS": "6",
-    }
+    queued = queue_env("lethe-redis", REDIS_URL=redis_server.url)
     workers = Qcluster(env=env_for(cluster, **queued), log=tmp_path / "qcluster.log")
     data_class = seed(cluster, count=200, rate=10)  # 10 records a page, about 20 s
     workers.start()
@@ -159,7 +142,4 @@ def test_run_retention_wait__redis_down_20_s_mid_run_ends_error_exit_1_and_the_n
 
     assert again.returncode == 0, f"{err}\n{workers.logs()}"
     assert json.loads(out.strip().splitlines()[-1])["status"] == "finished"
-    assert states(cluster, data_class) == {"deleted": 200}
-    assert files_left(cluster, data_class) == []
-    verified = manage(cluster, "retention_verify", "--runs")
-    assert "Run counts agree with their events." in verified.stdout
+    assert_all_deleted(cluster, data_class, 200)

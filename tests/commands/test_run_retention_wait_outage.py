@@ -1,6 +1,6 @@
 """``run_retention --enqueue --wait`` through a database restart, on a real qcluster (issue 26).
 
-A private PostgreSQL cluster (tests/helpers.py, ``private_postgres``) so that
+A private PostgreSQL cluster (tests/subprocesses.py, ``private_postgres``) so that
 restarting it touches no other test's database, and a ``qcluster`` on the ORM
 broker working the queued run:
 
@@ -14,46 +14,28 @@ broker working the queued run:
 from __future__ import annotations
 
 import subprocess
-import sys
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.helpers import (
-    REPO_ROOT,
+from tests.subprocesses import (
     PrivatePostgres,
     Qcluster,
+    assert_all_deleted,
     env_for,
-    files_left,
-    manage,
-    private_postgres,
+    manage_py,
+    queue_env,
     seed,
     start_run,
-    states,
     wait_until_deleting,
 )
 
 pytestmark = [pytest.mark.postgres, pytest.mark.timeout(150)]
 
 # Short leases, so that a dead run's lease lapses within seconds; a queue of this module's own.
-QUEUED = {
-    "Q_CLUSTER_NAME": f"lethe-wait-{uuid.uuid4().hex[:8]}",
-    "Q_WORKERS": "2",
-    "Q_TIMEOUT": "20",
-    "Q_RETRY": "25",
-    "RETENTION_LEASE_SECONDS": "8",
-    "RETENTION_RUN_LEASE_SECONDS": "6",
-    "RETENTION_DISPATCHER_LEASE_SECONDS": "6",
-}
-
-
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[PrivatePostgres]:
-    with private_postgres() as running:
-        yield running
+QUEUED = queue_env("lethe-wait", RETENTION_RUN_LEASE_SECONDS="6")
 
 
 @pytest.fixture
@@ -77,7 +59,7 @@ def test_run_retention_wait__follows_a_queued_run_through_a_postgres_restart_to_
     waiter = follow(cluster, data_class)
     try:
         wait_until_deleting(cluster, data_class, waiter)
-        cluster.ctl("-m", "fast", "restart", "-o", f"-p {cluster.port} -k {cluster.sockets}")
+        cluster.restart()
         out, err = waiter.communicate(timeout=60)
     finally:
         waiter.kill()
@@ -86,10 +68,7 @@ def test_run_retention_wait__follows_a_queued_run_through_a_postgres_restart_to_
     assert waiter.returncode == 0, f"{err}\n{workers.logs()}"
     assert "Traceback" not in err
     assert '"status": "finished"' in out
-    assert states(cluster, data_class) == {"deleted": 120}
-    assert files_left(cluster, data_class) == []
-    verified = manage(cluster, "retention_verify", "--runs")
-    assert "Run counts agree with their events." in verified.stdout
+    assert_all_deleted(cluster, data_class, 120)
     assert time.monotonic() - started < 75
 
 
@@ -105,12 +84,8 @@ def test_run_retention_wait__exits_non_zero_when_the_followed_run_ends_abandoned
         deadline = time.monotonic() + 40
         while waiter.poll() is None:
             assert time.monotonic() < deadline, "--wait did not end within 40 s"
-            subprocess.run(
-                [sys.executable, "manage.py", "run_retention", "--data-class", data_class],
-                cwd=REPO_ROOT,
-                env=env_for(cluster, **QUEUED),
-                capture_output=True,
-                timeout=60,
+            manage_py(
+                env_for(cluster, **QUEUED), "run_retention", "--data-class", data_class, timeout=60
             )
             time.sleep(1)
         out, err = waiter.communicate(timeout=10)

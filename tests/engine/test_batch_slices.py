@@ -1,31 +1,23 @@
 """A batch task takes pages for up to RETENTION_BATCH_SECONDS, then hands over (issue 16).
 
-In-process, with the fake queue of ``test_dispatch``: a monotonic clock the
+In-process, with the fake queue of ``tests.fakes``: a monotonic clock the
 test moves stands for the time each page takes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime
 from typing import Any
 
 import pytest
 
-from retention import api, engine
+from retention import api
 from retention.engine.guard import GuardReading
 from retention.engine.publish import BATCH_TASK
 from retention.models import BatchState, RetentionRecord, Run, RunBatch, RunStatus
-from tests.engine.test_dispatch import (
-    FakeTime,
-    Queue,
-    dispatch,
-    enqueue,
-    over_budget,
-    seed,
-    under_budget,
-)
-from tests.helpers import exists
+from tests.fakes import FakeTime, Queue, dispatch, enqueue, over_budget, under_budget
+from tests.helpers import exists, put_expired
 
 pytestmark = pytest.mark.django_db
 
@@ -48,7 +40,7 @@ def slices(settings: Any) -> Any:
     return settings
 
 
-def _deliver_with(queue: Queue, monotonic: Seconds, **kwargs: Any) -> None:
+def _deliver_with(queue: Queue, monotonic: Callable[[], float], **kwargs: Any) -> None:
     def deliver(payload: dict[str, Any]) -> None:
         queue.run_batch(payload, monotonic=monotonic, **kwargs)
 
@@ -63,7 +55,7 @@ def _sizes() -> list[int]:
 
 def test_batch__takes_pages_until_its_time_is_up_then_hands_over(slices, make_policy, now):
     make_policy(batch_size=2)
-    records = seed(7, now)
+    records = put_expired(7, now)
     queue = Queue(FakeTime(now))
     # Read at the start, then after each page: 4, 8 (< 10: one more page), 12 (stop).
     _deliver_with(queue, Seconds(4))
@@ -81,7 +73,7 @@ def test_batch__takes_pages_until_its_time_is_up_then_hands_over(slices, make_po
 def test_batch__with_no_time_left_takes_one_page(slices, make_policy, now):
     slices.RETENTION_BATCH_SECONDS = 0
     make_policy(batch_size=2)
-    seed(5, now)
+    put_expired(5, now)
     queue = Queue(FakeTime(now))
     _deliver_with(queue, Seconds(1))
     run = enqueue(now, queue)
@@ -93,7 +85,7 @@ def test_batch__with_no_time_left_takes_one_page(slices, make_policy, now):
 
 def test_batch__takes_no_further_page_once_the_foreground_is_over_budget(slices, make_policy, now):
     make_policy(batch_size=2)
-    records = seed(6, now)
+    records = put_expired(6, now)
     queue = Queue(FakeTime(now))
     # The advance that publishes the first batch reads it quiet; then it is busy.
     busy: Iterator[bool] = iter([False])
@@ -118,7 +110,7 @@ def test_batch__takes_no_further_page_once_the_foreground_is_over_budget(slices,
 
 def test_batch__stops_at_the_runs_limit_within_its_time(slices, make_policy, now):
     make_policy(batch_size=2)
-    seed(7, now)
+    put_expired(7, now)
     queue = Queue(FakeTime(now))
     _deliver_with(queue, Seconds(1))
     run = enqueue(now, queue, limit=3)
@@ -135,7 +127,7 @@ def test_batch__a_pause_during_a_page_ends_the_batch_before_its_next_claim(
     slices, make_policy, now, approver
 ):
     make_policy(batch_size=2)
-    records = seed(6, now)
+    records = put_expired(6, now)
     queue = Queue(FakeTime(now))
     monotonic = Seconds(1)
     pages = 0
@@ -147,10 +139,7 @@ def test_batch__a_pause_during_a_page_ends_the_batch_before_its_next_claim(
             api.pause(by=approver, reason="incident", now=now)
         return monotonic()
 
-    def deliver(payload: dict[str, Any]) -> None:
-        queue.run_batch(payload, monotonic=pause_after_the_first_page)
-
-    queue.deliver = deliver
+    _deliver_with(queue, pause_after_the_first_page)
     run = enqueue(now, queue)
 
     assert dispatch(run, queue) == RunStatus.PAUSED
@@ -163,7 +152,7 @@ def test_batch__a_pause_during_a_page_ends_the_batch_before_its_next_claim(
 
 def test_batch__a_run_closed_meanwhile_claims_nothing_more(slices, make_policy, now):
     make_policy(batch_size=2)
-    records = seed(6, now)
+    records = put_expired(6, now)
     queue = Queue(FakeTime(now))
     reads = 0
 
@@ -175,16 +164,7 @@ def test_batch__a_run_closed_meanwhile_claims_nothing_more(slices, make_policy, 
             Run.objects.filter(status=RunStatus.RUNNING).update(status=RunStatus.ABANDONED)
         return float(reads)
 
-    def deliver(payload: dict[str, Any]) -> None:
-        engine.batch_dispose(
-            payload=payload,
-            clock=queue.clock,
-            publish=queue,
-            guard=under_budget,
-            monotonic=closed_after_the_first_page,
-        )
-
-    queue.deliver = deliver
+    _deliver_with(queue, closed_after_the_first_page)
     run = enqueue(now, queue)
     dispatch(run, queue)
 
@@ -198,7 +178,7 @@ def test_batch__the_batches_no_worker_took_close_when_nothing_is_left(slices, ma
     """The run ends with the batch that took the last page, not after its idle siblings."""
     slices.RETENTION_MAX_BATCHES_IN_FLIGHT = 3
     make_policy(batch_size=2)
-    records = seed(6, now)
+    records = put_expired(6, now)
     queue = Queue(FakeTime(now))  # publishes, delivers nothing by itself
     run = enqueue(now, queue)
     dispatch(run, queue)
@@ -224,7 +204,7 @@ def test_batch__a_batch_a_worker_took_is_not_closed_under_it(slices, make_policy
     """A sibling already delivered counts as in flight, though it has claimed nothing yet."""
     slices.RETENTION_MAX_BATCHES_IN_FLIGHT = 2
     make_policy(batch_size=2)
-    seed(4, now)
+    put_expired(4, now)
     queue = Queue(FakeTime(now))
     run = enqueue(now, queue)
     dispatch(run, queue)

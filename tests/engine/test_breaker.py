@@ -8,7 +8,6 @@ records needs no files.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from io import StringIO
 from typing import Any
@@ -23,7 +22,6 @@ from retention import api, engine, services
 from retention.digest import key_digests
 from retention.engine import BATCH_TASK
 from retention.engine.breaker import breaker_held
-from retention.engine.guard import GuardReading
 from retention.exceptions import InvalidPolicyVersion, InvalidTransition, NotAllowed
 from retention.models import (
     BatchState,
@@ -40,6 +38,7 @@ from retention.models import (
 from retention.reporting import summary_lines
 from retention.selectors.breaker import DISPOSED_KEY, daily_disposals, median_daily
 from tests.factories import UserFactory
+from tests.fakes import queued, under_budget
 from tests.helpers import dry_run, enforce
 from tests.rowhost.models import RequestLog
 
@@ -490,41 +489,6 @@ def test_breaker__a_dry_run_never_trips_but_says_it_would(make_policy, now):
 # Queued runs
 
 
-@dataclass
-class Queue:
-    """Publishes into a list; a batch is run at once, in-process, as a worker would."""
-
-    now: datetime
-    published: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
-
-    def __call__(self, func: str, payload: dict[str, Any], name: str) -> None:
-        self.published.append((func, payload))
-        if func == BATCH_TASK:
-            engine.batch_dispose(
-                payload=payload, clock=lambda: self.now, publish=self, guard=under_budget
-            )
-
-
-def under_budget(*, now: datetime) -> GuardReading:
-    return GuardReading(over_budget=False, value=0.0, budget=30.0, detail="")
-
-
-def queued(now: datetime) -> tuple[Run, Queue]:
-    queue = Queue(now)
-    run = engine.run_enqueue(
-        mode=RunMode.ENFORCE, trigger=RunTrigger.COMMAND, now=now, publish=queue
-    )
-    engine.run_arm(
-        run_id=run.pk,
-        clock=lambda: now,
-        sleep=lambda _: None,
-        publish=queue,
-        guard=under_budget,
-    )
-    run.refresh_from_db()
-    return run, queue
-
-
 def test_breaker__a_queued_run_publishes_no_batch_of_a_held_class(make_policy, now, approver):
     make_policy()
     make_policy("pod.scan")
@@ -576,10 +540,8 @@ def test_breaker__a_batch_of_a_held_class_that_got_out_deletes_nothing(make_poli
 
 
 @pytest.fixture
-def logs(row_registry: Any, make_policy: Any) -> Any:
-    api.register_model(
-        RequestLog, data_class="logs.request", age_field="created_at", tenant_field="tenant_id"
-    )
+def logs(register_logs: Any, make_policy: Any) -> Any:
+    register_logs()
     return make_policy("logs.request", timedelta(days=30), batch_size=1000)
 
 

@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import pydoc
 import threading
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from io import StringIO
 from typing import Any
@@ -29,7 +28,6 @@ from freezegun import freeze_time
 
 from retention import api, engine
 from retention.engine import (
-    BATCH_TASK,
     DISPATCH_TASK,
     SWEEP_SCHEDULE,
     WATCHDOG_SCHEDULE,
@@ -47,88 +45,21 @@ from retention.models import (
     Run,
     RunBatch,
     RunExecutor,
-    RunMode,
     RunStatus,
     RunTrigger,
 )
-from tests.helpers import exists, put_tracked
+from tests.fakes import (
+    DiesAfterDelete,
+    FakeTime,
+    Queue,
+    dispatch,
+    enqueue,
+    over_budget,
+    under_budget,
+)
+from tests.helpers import exists, put_expired, put_tracked
 
 pytestmark = pytest.mark.django_db
-
-
-@dataclass
-class FakeTime:
-    """A clock that only moves when someone sleeps."""
-
-    now: datetime
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.now += timedelta(seconds=max(seconds, 0.001))
-
-
-@dataclass
-class Queue:
-    """Published tasks; ``deliver`` decides what a worker does with a batch."""
-
-    clock: FakeTime
-    deliver: Callable[[dict[str, Any]], None] | None = None
-    published: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
-    guard: Any = None
-
-    def __call__(self, func: str, payload: dict[str, Any], name: str) -> None:
-        self.published.append((func, payload))
-        if func == BATCH_TASK and self.deliver is not None:
-            self.deliver(payload)
-
-    def run_batch(self, payload: dict[str, Any], **kwargs: Any) -> None:
-        engine.batch_dispose(
-            payload=payload,
-            clock=self.clock,
-            publish=self,
-            guard=self.guard or under_budget,
-            **kwargs,
-        )
-
-    def watchdog(self) -> list[Run]:
-        """The watchdog schedule firing now."""
-        return engine.runs_resume_stalled(now=self.clock.now, publish=self)
-
-    @property
-    def batches(self) -> list[dict[str, Any]]:
-        return [payload for func, payload in self.published if func == BATCH_TASK]
-
-
-def under_budget(*, now: datetime) -> GuardReading:
-    return GuardReading(over_budget=False, value=0.0, budget=30.0, detail="shipments: 0s")
-
-
-def over_budget(*, now: datetime) -> GuardReading:
-    return GuardReading(over_budget=True, value=95.0, budget=30.0, detail="shipments: 95s")
-
-
-def enqueue(now: datetime, queue: Queue, **kwargs: Any) -> Run:
-    return engine.run_enqueue(
-        mode=RunMode.ENFORCE, trigger=RunTrigger.COMMAND, now=now, publish=queue, **kwargs
-    )
-
-
-def dispatch(run: Run, queue: Queue, guard: Any = under_budget, **kwargs: Any) -> str:
-    queue.guard = guard
-    return engine.run_arm(
-        run_id=run.pk,
-        clock=queue.clock,
-        sleep=queue.clock.sleep,
-        publish=queue,
-        guard=guard,
-        **kwargs,
-    )
-
-
-def seed(count: int, now: datetime, **kwargs: Any) -> list[RetentionRecord]:
-    return [put_tracked(now=now - timedelta(days=40), **kwargs) for _ in range(count)]
 
 
 def events(record: RetentionRecord) -> list[str]:
@@ -143,7 +74,7 @@ def events(record: RetentionRecord) -> list[str]:
 
 def test_enqueue__writes_the_run_and_publishes_only_its_dispatcher(make_policy, now):
     make_policy(batch_size=3)
-    seed(4, now)
+    put_expired(4, now)
     queue = Queue(FakeTime(now))
 
     run = enqueue(now, queue)
@@ -155,7 +86,7 @@ def test_enqueue__writes_the_run_and_publishes_only_its_dispatcher(make_policy, 
 
 def test_dispatch__one_task_per_batch_and_every_expired_object_deleted(make_policy, now):
     make_policy(batch_size=3)
-    records = seed(7, now)
+    records = put_expired(7, now)
     kept = put_tracked(now=now - timedelta(days=1))
     queue = Queue(FakeTime(now))
     queue.deliver = queue.run_batch
@@ -179,7 +110,7 @@ def test_dispatch__a_row_the_claims_went_past_is_taken_by_the_final_pass(
     # next ones resume after the cursor, behind which it is released.
     make_policy(batch_size=1)
     held = put_tracked(now=now - timedelta(days=42))
-    others = seed(2, now)
+    others = put_expired(2, now)
     hold = api.place_hold(reason="audit", placed_by=approver, record=held, now=now)
     queue = Queue(FakeTime(now))
 
@@ -206,7 +137,7 @@ def test_dispatch__a_row_the_claims_went_past_is_taken_by_the_final_pass(
 
 def test_batch__payload_names_its_run_and_class_but_no_record_and_no_object_key(make_policy, now):
     make_policy(batch_size=10)
-    records = seed(2, now)
+    records = put_expired(2, now)
     queue = Queue(FakeTime(now))
     queue.deliver = queue.run_batch
     run = enqueue(now, queue)
@@ -222,7 +153,7 @@ def test_batch__payload_names_its_run_and_class_but_no_record_and_no_object_key(
 
 def test_batch__delivered_twice_deletes_once_and_records_once(make_policy, now):
     make_policy(batch_size=2)
-    records = seed(5, now)
+    records = put_expired(5, now)
     queue = Queue(FakeTime(now))
 
     def twice(payload: dict[str, Any]) -> None:
@@ -242,17 +173,12 @@ def test_batch__delivered_twice_deletes_once_and_records_once(make_policy, now):
 def test_batch__redelivered_after_a_crash_mid_delete_probes_and_records_absent(make_policy, now):
     """The first worker deleted the objects and died before finalizing."""
     make_policy(batch_size=10)
-    records = seed(3, now)
+    records = put_expired(3, now)
     queue = Queue(FakeTime(now))
-
-    class DiesAfterDelete(ObjectDisposer):
-        def dispose(self, items: Sequence[DisposalItem], **kwargs: Any) -> Any:
-            super().dispose(items, **kwargs)
-            raise ConnectionError("worker killed after the delete")
 
     def crash_then_redeliver(payload: dict[str, Any]) -> None:
         with pytest.raises(ConnectionError):
-            queue.run_batch(payload, disposer=DiesAfterDelete())
+            queue.run_batch(payload, disposer=DiesAfterDelete(ConnectionError))
         queue.run_batch(payload)
 
     queue.deliver = crash_then_redeliver
@@ -276,7 +202,7 @@ def test_batch__redelivered_after_its_lease_lapsed_keeps_the_run_open_until_it_i
     """
     settings.RETENTION_LEASE_SECONDS = 30
     make_policy(batch_size=10)
-    records = seed(3, now)
+    records = put_expired(3, now)
     queue = Queue(FakeTime(now))
     seen: list[str] = []
 
@@ -315,7 +241,7 @@ def test_advance__does_not_close_a_run_while_a_row_of_it_is_under_a_live_lease(
     from retention.models import RecordState
 
     make_policy(batch_size=10)
-    records = seed(3, now)
+    records = put_expired(3, now)
     RetentionRecord.objects.filter(pk=records[0].pk).update(
         state=RecordState.DELETING,
         lease_owner=uuid.uuid4(),
@@ -340,7 +266,7 @@ def test_advance__does_not_close_a_run_while_a_row_of_it_is_under_a_live_lease(
 def test_batch__lost_by_the_broker_is_claimed_again_after_its_lease(make_policy, now, settings):
     settings.RETENTION_LEASE_SECONDS = 30
     make_policy(batch_size=2)
-    records = seed(4, now)
+    records = put_expired(4, now)
     queue = Queue(FakeTime(now))
     lost: list[str] = []
 
@@ -369,7 +295,7 @@ def test_batch__lost_by_the_broker_is_claimed_again_after_its_lease(make_policy,
 
 def test_batch__renewed_before_its_batch_claims_is_kept_and_after_is_refused(make_policy, now):
     make_policy(batch_size=10)
-    renewed, other = seed(2, now)
+    renewed, other = put_expired(2, now)
     queue = Queue(FakeTime(now))
     refused: list[Exception] = []
 
@@ -402,7 +328,7 @@ def test_batch__renewed_before_its_batch_claims_is_kept_and_after_is_refused(mak
 def test_dispatch__respects_the_global_limit_of_batches_in_flight(make_policy, now, settings):
     settings.RETENTION_MAX_BATCHES_IN_FLIGHT = 2
     make_policy(batch_size=1)
-    seed(5, now)
+    put_expired(5, now)
     queue = Queue(FakeTime(now))
     run = enqueue(now, queue)
     peak = 0
@@ -423,7 +349,7 @@ def test_dispatch__respects_the_global_limit_of_batches_in_flight(make_policy, n
 
 def test_dispatch__a_second_arm_task_on_the_same_run_sweeps_nothing_twice(make_policy, now):
     make_policy(batch_size=2)
-    seed(3, now)
+    put_expired(3, now)
     queue = Queue(FakeTime(now))
     queue.deliver = queue.run_batch
     run = enqueue(now, queue)
@@ -444,7 +370,7 @@ def test_dispatch__a_second_arm_task_on_the_same_run_sweeps_nothing_twice(make_p
 @pytest.mark.django_db(transaction=True)
 def test_dispatch__two_dispatcher_threads_sweep_once(make_policy, now):
     make_policy(batch_size=2)
-    records = seed(9, now)
+    records = put_expired(9, now)
     queue = Queue(FakeTime(now))
     # Re-entrant: a batch publishes its successor, delivered from within it.
     lock = threading.RLock()
@@ -490,7 +416,7 @@ def test_dispatch__two_dispatcher_threads_sweep_once(make_policy, now):
 def test_dispatch__no_task_holds_a_worker_for_more_than_one_page(make_policy, now, settings):
     settings.RETENTION_MAX_BATCHES_IN_FLIGHT = 2
     make_policy(batch_size=2)
-    records = seed(7, now)
+    records = put_expired(7, now)
     queue = Queue(FakeTime(now))
     run = enqueue(now, queue)
 
@@ -514,7 +440,7 @@ def test_dispatch__no_task_holds_a_worker_for_more_than_one_page(make_policy, no
 
 def test_dispatch__publish_failures_release_rows_and_end_the_run(make_policy, now):
     make_policy(batch_size=2)
-    records = seed(4, now)
+    records = put_expired(4, now)
     queue = Queue(FakeTime(now))
     run = enqueue(now, queue)
 
@@ -542,7 +468,7 @@ def test_dispatch__publish_failures_release_rows_and_end_the_run(make_policy, no
 def test_watchdog__republishes_the_dispatcher_of_a_stalled_run(make_policy, now, settings):
     settings.RETENTION_DISPATCHER_LEASE_SECONDS = 60
     make_policy()
-    seed(1, now)
+    put_expired(1, now)
     queue = Queue(FakeTime(now))
     run = enqueue(now, queue)
     queue.published.clear()
@@ -560,7 +486,7 @@ def test_watchdog__republishes_the_dispatcher_of_a_stalled_run(make_policy, now,
 
 def test_guard__over_budget_publishes_nothing_and_counts_deferred(make_policy, now):
     make_policy(batch_size=2)
-    records = seed(5, now)
+    records = put_expired(5, now)
     queue = Queue(FakeTime(now))
     run = enqueue(now, queue, max_seconds=120)
     queue.published.clear()
@@ -581,7 +507,7 @@ def test_guard__over_budget_publishes_nothing_and_counts_deferred(make_policy, n
 
 def test_guard__dispatch_resumes_within_the_run_when_there_is_headroom(make_policy, now):
     make_policy(batch_size=2)
-    records = seed(4, now)
+    records = put_expired(4, now)
     queue = Queue(FakeTime(now))
     queue.deliver = queue.run_batch
     run = enqueue(now, queue)
@@ -617,7 +543,7 @@ def test_pause__mid_run_no_new_claims_and_the_batch_in_flight_finishes(
 ):
     settings.RETENTION_MAX_BATCHES_IN_FLIGHT = 1
     make_policy(batch_size=2)
-    records = seed(6, now)
+    records = put_expired(6, now)
     queue = Queue(FakeTime(now))
 
     class PausesDuringDelete(ObjectDisposer):
@@ -641,7 +567,7 @@ def test_pause__mid_run_no_new_claims_and_the_batch_in_flight_finishes(
 
 def test_pause__a_batch_not_yet_started_gives_its_rows_back(make_policy, now, approver):
     make_policy(batch_size=3)
-    records = seed(3, now)
+    records = put_expired(3, now)
     queue = Queue(FakeTime(now))
     run = enqueue(now, queue)
     held_back: list[dict[str, Any]] = []
@@ -717,7 +643,7 @@ def test_schedule__missed_slots_replayed_by_django_q2_coalesce_into_one_run(
     starts one run: each replay finds the current slot's run."""
     settings.RETENTION_SCHEDULE_CRON = "17 2 * * *"
     make_policy()
-    seed(2, now)
+    put_expired(2, now)
     monkeypatch.setattr(Conf, "CATCH_UP", True)
     with freeze_time(now):
         call_command("retention_schedule", stdout=StringIO())
@@ -773,7 +699,7 @@ def test_retention_schedule__bad_cron_is_refused(settings):
 
 def test_run_retention_enqueue__prints_the_accepted_run_as_json(make_policy, now):
     make_policy()
-    seed(2, now)
+    put_expired(2, now)
     out = StringIO()
     with freeze_time(now):
         call_command("run_retention", "--enqueue", "--json", stdout=out, stderr=StringIO())

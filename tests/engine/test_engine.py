@@ -22,6 +22,7 @@ from retention.models import (
     RunMode,
 )
 from retention.storage import KeyResult, Outcome, get_adapter
+from tests.fakes import DiesAfterDelete
 from tests.helpers import add_s3_storage, dry_run, enforce, exists, put_tracked
 
 pytestmark = pytest.mark.django_db
@@ -91,11 +92,17 @@ def test_expiry__period_arithmetic_is_in_utc_without_dst_shifts(make_policy):
 # Renewal, duplicates, crashes, leases
 
 
-def test_renewed_after_claim__not_deleted_and_event_says_skipped_renewed(make_policy, now):
+@pytest.fixture
+def claimed(make_policy: Any, now: datetime) -> tuple[RetentionRecord, Run, Any]:
+    """One expired photo, claimed by an enforcing run: (record, run, claim)."""
     make_policy()
     record = put_tracked(now=now - timedelta(days=31))
     run = start(now)
-    claim = engine.records_claim(run=run, data_class="idv.photo", limit=10, now=now)
+    return record, run, engine.records_claim(run=run, data_class="idv.photo", limit=10, now=now)
+
+
+def test_renewed_after_claim__not_deleted_and_event_says_skipped_renewed(claimed, now):
+    record, run, claim = claimed
     assert len(claim) == 1
 
     api.renew(record, now=now)
@@ -109,11 +116,8 @@ def test_renewed_after_claim__not_deleted_and_event_says_skipped_renewed(make_po
     assert outcomes(record) == [EventOutcome.SKIPPED_RENEWED]
 
 
-def test_renew__refused_once_disposal_has_started(make_policy, now):
-    make_policy()
-    record = put_tracked(now=now - timedelta(days=31))
-    run = start(now)
-    claim = engine.records_claim(run=run, data_class="idv.photo", limit=10, now=now)
+def test_renew__refused_once_disposal_has_started(claimed, now):
+    record, run, claim = claimed
 
     class RenewingDuringDelete(ObjectDisposer):
         refused: Exception | None = None
@@ -132,11 +136,8 @@ def test_renew__refused_once_disposal_has_started(make_policy, now):
     assert outcomes(record) == [EventOutcome.DELETED]
 
 
-def test_duplicate_disposal_of_one_claim__one_tombstone_one_deleted_event(make_policy, now):
-    make_policy()
-    record = put_tracked(now=now - timedelta(days=31))
-    run = start(now)
-    claim = engine.records_claim(run=run, data_class="idv.photo", limit=10, now=now)
+def test_duplicate_disposal_of_one_claim__one_tombstone_one_deleted_event(claimed, now):
+    record, run, claim = claimed
 
     first = engine.claim_dispose(claim=claim, clock=lambda: now)
     second = engine.claim_dispose(claim=claim, clock=lambda: now)
@@ -147,14 +148,6 @@ def test_duplicate_disposal_of_one_claim__one_tombstone_one_deleted_event(make_p
     assert outcomes(record) == [EventOutcome.DELETED]
     run.refresh_from_db()
     assert run.deleted == 1
-
-
-class DiesAfterDelete(ObjectDisposer):
-    """The object is really deleted; then the process 'dies' before finalize."""
-
-    def dispose(self, items: Sequence[DisposalItem], **kwargs: Any) -> dict[int, KeyResult]:
-        super().dispose(items, **kwargs)
-        raise SystemExit("killed after the delete, before the tombstone")
 
 
 def test_crash_after_delete_before_tombstone__next_run_records_already_absent(make_policy, now):

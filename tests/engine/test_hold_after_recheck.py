@@ -10,7 +10,6 @@ however many runs come after. Records, bucket (moto over HTTP) and chain agree.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from datetime import timedelta
 from io import StringIO
 from typing import Any
@@ -19,30 +18,24 @@ import pytest
 from django.core.management import call_command
 
 from retention import api, engine
-from retention.engine.disposal import DisposalItem, ObjectDisposer
 from retention.models import DeletionEvent, EventOutcome, RecordState, RetentionRecord, Run, RunMode
-from retention.storage import KeyResult
-from tests.engine.test_dispatch import FakeTime, Queue, dispatch, enqueue
+from tests.fakes import DiesAfterDelete, FakeTime, Queue, dispatch, enqueue
 from tests.helpers import add_s3_storage, chain_ok, enforce, exists, put_tracked
 
 pytestmark = pytest.mark.django_db
 
 
-class DiesAfterDeleting(ObjectDisposer):
-    """Deletes the first ``reached`` objects of the page, then the process 'dies'."""
-
-    def __init__(self, reached: int) -> None:
-        super().__init__()
-        self.reached = reached
-
-    def dispose(self, items: Sequence[DisposalItem], **kwargs: Any) -> dict[int, KeyResult]:
-        super().dispose(list(items)[: self.reached], **kwargs)
-        raise SystemExit("killed after the DeleteObjects answered, before the finalize")
-
-
 @pytest.fixture
 def s3(settings: Any, s3_server: Any, s3_bucket: str) -> str:
     return add_s3_storage(settings, "s3", s3_server.endpoint_url, s3_bucket)
+
+
+def _expired(s3: str, now: Any, count: int, tenant: str = "acme") -> list[RetentionRecord]:
+    """``count`` objects of ``tenant`` in the bucket, a day past their 30 days."""
+    return [
+        put_tracked(tenant_id=tenant, now=now - timedelta(days=31), storage=s3)
+        for _ in range(count)
+    ]
 
 
 def outcomes(record: RetentionRecord) -> list[tuple[str, str]]:
@@ -61,16 +54,15 @@ def test_inline_killed_after_delete_then_hold__next_run_records_the_truth_once(
     make_policy, now, approver, s3
 ):
     make_policy(batch_size=50)
-    old = now - timedelta(days=31)
-    acme = [put_tracked(tenant_id="acme", now=old, storage=s3) for _ in range(6)]
-    globex = [put_tracked(tenant_id="globex", now=old, storage=s3) for _ in range(2)]
+    acme = _expired(s3, now, 6)
+    globex = _expired(s3, now, 2, tenant="globex")
     page = sorted([*acme, *globex], key=lambda r: (r.expires_at, r.pk))
     # The kill came after the first five objects' delete answered.
     gone_ids = {r.pk for r in page[:5]}
 
     first = engine.run_start(mode=RunMode.ENFORCE, now=now)
     with pytest.raises(SystemExit):
-        engine.run_execute(run=first, clock=lambda: now, disposer=DiesAfterDeleting(5))
+        engine.run_execute(run=first, clock=lambda: now, disposer=DiesAfterDelete(reached=5))
     assert set(RetentionRecord.objects.values_list("state", flat=True)) == {RecordState.DELETING}
     assert DeletionEvent.objects.count() == 0
 
@@ -124,14 +116,13 @@ def test_queued_batch_killed_after_delete_then_hold__redelivery_records_the_trut
     make_policy, now, approver, s3
 ):
     make_policy(batch_size=10)
-    old = now - timedelta(days=31)
-    records = [put_tracked(tenant_id="acme", now=old, storage=s3) for _ in range(4)]
+    records = _expired(s3, now, 4)
     queue = Queue(FakeTime(now))
     holds: list[Any] = []
 
     def crash_hold_redeliver(payload: dict[str, Any]) -> None:
         with pytest.raises(SystemExit):
-            queue.run_batch(payload, disposer=DiesAfterDeleting(2))
+            queue.run_batch(payload, disposer=DiesAfterDelete(reached=2))
         holds.append(
             api.place_hold(reason="Case 26q", placed_by=approver, tenant_id="acme", now=now)
         )
@@ -168,13 +159,12 @@ def test_queued_batch_lost_after_delete_then_hold__next_run_settles_the_rows(
 ):
     """The batch is never delivered again (a broker that lost it): the next run settles."""
     make_policy(batch_size=10)
-    old = now - timedelta(days=31)
-    records = [put_tracked(tenant_id="acme", now=old, storage=s3) for _ in range(4)]
+    records = _expired(s3, now, 4)
     queue = Queue(FakeTime(now))
 
     def crash(payload: dict[str, Any]) -> None:
         with pytest.raises(SystemExit):
-            queue.run_batch(payload, disposer=DiesAfterDeleting(3))
+            queue.run_batch(payload, disposer=DiesAfterDelete(reached=3))
 
     queue.deliver = crash
     first = enqueue(now, queue)

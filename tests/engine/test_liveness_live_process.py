@@ -21,7 +21,7 @@ from retention import engine
 from retention.engine import outage
 from retention.engine.outage import LIVENESS_KEY, liveness_drop, liveness_take
 from retention.models import RecordState, RetentionRecord, Run, RunMode, RunStatus
-from tests.helpers import exists, put_tracked
+from tests.helpers import exists, live_run_in_flight, put_tracked
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db]
 
@@ -73,16 +73,7 @@ def test_liveness__a_run_whose_process_takes_its_lock_back_within_the_grace_is_n
 ):
     make_policy()
     records = [put_tracked(now=now - timedelta(days=31)) for _ in range(2)]
-    run = engine.run_start(mode=RunMode.ENFORCE, now=now)
-    assert liveness_take(run)
-    claim = engine.records_claim(
-        run=run,
-        data_class="idv.photo",
-        limit=10,
-        now=now,
-        start_disposal=True,
-        token=outage.page_token(run),
-    )
+    run, claim = live_run_in_flight(now)
     assert len(claim) == 2
     # The database restarted: the session and its lock are gone; the process
     # lives, and takes its lock back on its next try.

@@ -18,11 +18,10 @@ from retention.engine.outage import (
     LIVENESS_KEY,
     liveness_drop,
     liveness_take,
-    page_token,
     runs_abandon_orphaned,
 )
 from retention.models import RecordState, RetentionRecord, Run, RunMode, RunStatus
-from tests.helpers import exists, put_tracked
+from tests.helpers import exists, live_run_in_flight, put_tracked
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db]
 
@@ -44,16 +43,7 @@ def test_liveness__the_next_trigger_takes_over_at_once_and_frees_the_pages_in_fl
 ):
     make_policy()
     records = [put_tracked(now=now - timedelta(days=31)) for _ in range(3)]
-    first = engine.run_start(mode=RunMode.ENFORCE, now=now)
-    assert liveness_take(first)
-    claim = engine.records_claim(
-        run=first,
-        data_class="idv.photo",
-        limit=10,
-        now=now,
-        start_disposal=True,
-        token=page_token(first),
-    )
+    first, claim = live_run_in_flight(now)
     assert len(claim) == 3
     liveness_drop(first)  # its process is gone: the database was away too long
 

@@ -32,24 +32,10 @@ from retention.services.rate_gates import (
 )
 from retention.storage import KeyResult, Outcome
 from retention.storage.s3 import S3Adapter
+from tests.fakes import FakeClock
 from tests.helpers import enforce, exists, put_tracked
 
 CLASS = "class:idv.photo"
-
-
-class FakeClock:
-    """Seconds since the epoch that move only when told to (or when slept)."""
-
-    def __init__(self, start: float = 1_000.0) -> None:
-        self.t = start
-        self.sleeps: list[float] = []
-
-    def __call__(self) -> float:
-        return self.t
-
-    def sleep(self, seconds: float) -> None:
-        self.sleeps.append(seconds)
-        self.t += seconds
 
 
 def gate(clock: FakeClock, *limits: tuple[str, float]) -> SharedRateGate:

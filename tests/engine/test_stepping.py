@@ -18,7 +18,6 @@ import pytest
 from retention import engine
 from retention.conf import settings as retention_settings
 from retention.engine.disposal import DisposalItem, ObjectDisposer
-from retention.engine.guard import GuardReading
 from retention.engine.pacing import RateGate
 from retention.engine.stepping import Stepper
 from retention.models import (
@@ -33,30 +32,10 @@ from retention.models import (
 )
 from retention.selectors.run_rules import run_rules
 from retention.storage import KeyResult, Outcome
-from tests.helpers import put_tracked
+from tests.fakes import FakeTime, Queue, dispatch, enqueue
+from tests.helpers import put_expired
 
 pytestmark = pytest.mark.django_db
-
-
-@dataclass
-class FakeTime:
-    """A wall clock and a monotonic timer that move only when told to."""
-
-    now: datetime
-    ticks: float = 1000.0
-
-    def clock(self) -> datetime:
-        return self.now
-
-    def monotonic(self) -> float:
-        return self.ticks
-
-    def advance(self, seconds: float) -> None:
-        self.now += timedelta(seconds=seconds)
-        self.ticks += seconds
-
-    def sleep(self, seconds: float) -> None:
-        self.advance(max(seconds, 0.001))
 
 
 @dataclass
@@ -90,10 +69,6 @@ class Hooked(ObjectDisposer):
         return super().dispose(items, erase_versions=erase_versions, gate=gate)
 
 
-def seed(count: int, now: datetime) -> list[RetentionRecord]:
-    return [put_tracked(now=now - timedelta(days=40)) for _ in range(count)]
-
-
 def take_over(run: Run, at: datetime) -> Run:
     """What a second trigger does once ``run``'s lease lapsed: abandon it, sweep anew."""
     return engine.run_start(mode=RunMode.ENFORCE, trigger=RunTrigger.COMMAND, now=at)
@@ -112,7 +87,7 @@ def test_inline__a_run_taken_over_stops_before_its_next_page_and_keeps_abandoned
     make_policy, now, overlap
 ):
     make_policy(batch_size=2)
-    records = seed(6, now)
+    records = put_expired(6, now)
     time = FakeTime(now)
     run = engine.run_start(mode=RunMode.ENFORCE, now=now)
     successor: list[Run] = []
@@ -147,7 +122,7 @@ def test_inline__a_run_taken_over_stops_before_its_next_page_and_keeps_abandoned
 
 def test_inline__lease_taken_while_still_running_closes_it_abandoned(make_policy, now):
     make_policy(batch_size=2)
-    seed(4, now)
+    put_expired(4, now)
     time = FakeTime(now)
     run = engine.run_start(mode=RunMode.ENFORCE, now=now)
 
@@ -172,7 +147,7 @@ def test_inline__lease_taken_while_still_running_closes_it_abandoned(make_policy
 
 def test_inline__time_budget_is_crossed_by_the_monotonic_timer(make_policy, now):
     make_policy(batch_size=2)
-    seed(6, now)
+    put_expired(6, now)
     time = FakeTime(now)
     run = engine.run_start(mode=RunMode.ENFORCE, now=now)
 
@@ -191,7 +166,7 @@ def test_inline__time_budget_is_crossed_by_the_monotonic_timer(make_policy, now)
 
 def test_inline__deadline_is_kept_like_the_queued_path(make_policy, now):
     make_policy(batch_size=2)
-    seed(6, now)
+    put_expired(6, now)
     time = FakeTime(now)
     run = engine.run_start(mode=RunMode.ENFORCE, now=now, deadline_at=now + timedelta(seconds=60))
 
@@ -204,55 +179,24 @@ def test_inline__deadline_is_kept_like_the_queued_path(make_policy, now):
     assert run.deleted == 2
 
 
-@dataclass
-class Queue:
-    time: FakeTime
-    deliver: bool = True
-    published: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
-    # Called while a batch deletes, before it advances the run.
-    on_batch: Any = None
-
-    def __call__(self, func: str, payload: dict[str, Any], name: str) -> None:
-        self.published.append((func, payload))
-        if func == engine.BATCH_TASK and self.deliver:
-            engine.batch_dispose(
-                payload=payload,
-                clock=self.time.clock,
-                publish=self,
-                guard=under_budget,
-                disposer=Hooked(self.on_batch),
-            )
-
-    @property
-    def batches(self) -> list[dict[str, Any]]:
-        return [p for f, p in self.published if f == engine.BATCH_TASK]
-
-
-def dispatch(run: Run, queue: Queue, **kwargs: Any) -> str:
-    return engine.run_arm(
-        run_id=run.pk,
-        clock=queue.time.clock,
-        sleep=queue.time.sleep,
-        monotonic=queue.time.monotonic,
-        publish=queue,
-        guard=under_budget,
-        **kwargs,
-    )
-
-
-def under_budget(*, now: datetime) -> GuardReading:
-    return GuardReading(over_budget=False, value=0.0, budget=30.0, detail="q: 0s")
-
-
-def test_queued__a_run_taken_over_stops_publishing_and_keeps_abandoned(make_policy, now, settings):
+@pytest.fixture
+def one_batch_in_flight(settings: Any, make_policy: Any) -> None:
+    """Pages of two photos, one batch in flight at a time."""
     settings.RETENTION_MAX_BATCHES_IN_FLIGHT = 1
     make_policy(batch_size=2)
-    seed(6, now)
+
+
+def delivering(queue: Queue, on_batch: Any) -> Queue:
+    """``queue`` runs each batch at once; ``on_batch`` is called while it deletes."""
+    queue.deliver = lambda payload: queue.run_batch(payload, disposer=Hooked(on_batch))
+    return queue
+
+
+def test_queued__a_run_taken_over_stops_publishing_and_keeps_abandoned(one_batch_in_flight, now):
+    put_expired(6, now)
     time = FakeTime(now)
     queue = Queue(time)
-    run = engine.run_enqueue(
-        mode=RunMode.ENFORCE, trigger=RunTrigger.COMMAND, now=now, publish=queue
-    )
+    run = enqueue(now, queue)
     successors: list[Run] = []
 
     def after_first_batch() -> None:
@@ -260,43 +204,35 @@ def test_queued__a_run_taken_over_stops_publishing_and_keeps_abandoned(make_poli
             successors.append(take_over(run, lease_lapse(time)))
             time.advance(retention_settings.RUN_LEASE_SECONDS / 10)
 
-    queue.on_batch = after_first_batch
+    delivering(queue, after_first_batch)
 
-    assert dispatch(run, queue) == RunStatus.ABANDONED
+    assert dispatch(run, queue, monotonic=time.monotonic) == RunStatus.ABANDONED
 
     run.refresh_from_db()
     assert (run.status, run.status_reason) == (RunStatus.ABANDONED, "lease expired")
     assert len(queue.batches) == 1 and run.deleted == 2
 
 
-def test_queued__time_budget_stops_with_the_inline_reason(make_policy, now, settings):
-    settings.RETENTION_MAX_BATCHES_IN_FLIGHT = 1
-    make_policy(batch_size=2)
-    seed(6, now)
+def test_queued__time_budget_stops_with_the_inline_reason(one_batch_in_flight, now):
+    put_expired(6, now)
     time = FakeTime(now)
     queue = Queue(time)
-    run = engine.run_enqueue(
-        mode=RunMode.ENFORCE, trigger=RunTrigger.COMMAND, now=now, publish=queue, max_seconds=60
-    )
-    queue.on_batch = lambda: time.advance(35)
+    run = enqueue(now, queue, max_seconds=60)
+    delivering(queue, lambda: time.advance(35))
 
-    assert dispatch(run, queue) == RunStatus.STOPPED
+    assert dispatch(run, queue, monotonic=time.monotonic) == RunStatus.STOPPED
 
     run.refresh_from_db()
     assert run.status_reason == "time budget of 60s reached"
     assert run.deleted == 4
 
 
-def test_queued__every_advance_renews_the_run_lease(make_policy, now, settings):
-    settings.RETENTION_MAX_BATCHES_IN_FLIGHT = 1
-    make_policy(batch_size=2)
-    seed(4, now)
+def test_queued__every_advance_renews_the_run_lease(one_batch_in_flight, now):
+    put_expired(4, now)
     time = FakeTime(now)
-    queue = Queue(time, deliver=False)
-    run = engine.run_enqueue(
-        mode=RunMode.ENFORCE, trigger=RunTrigger.COMMAND, now=now, publish=queue
-    )
-    dispatch(run, queue)
+    queue = Queue(time)
+    run = enqueue(now, queue)
+    dispatch(run, queue, monotonic=time.monotonic)
     time.advance(200)
 
     engine.batch_dispose(payload=queue.batches[0], clock=time.clock, publish=queue)
@@ -342,7 +278,7 @@ def test_task_paths_of_earlier_versions_still_sweep_a_queued_run(
     make_policy, now, path, monkeypatch
 ):
     make_policy()
-    records = seed(3, now)
+    records = put_expired(3, now)
     published: list[tuple[str, dict[str, Any]]] = []
 
     def publish(func: str, payload: dict[str, Any], name: str) -> None:

@@ -12,11 +12,9 @@ from __future__ import annotations
 import glob
 import json
 import os
-import subprocess
-import sys
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from io import StringIO
 from pathlib import Path
 from typing import Any
@@ -24,7 +22,6 @@ from typing import Any
 import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
-from django.db import connection
 from django_q.models import Schedule, Task
 
 from retention.engine import WATCHDOG_SCHEDULE
@@ -36,8 +33,17 @@ from retention.models import (
     Run,
     RunStatus,
 )
+from tests.helpers import database_now
 from tests.queue import test_qcluster
-from tests.queue.test_qcluster import REPO_ROOT, Cluster, keys_in, seed_s3, wait_for
+from tests.queue.test_qcluster import (
+    Cluster,
+    deleted_at_least,
+    finished,
+    keys_in,
+    seed_s3,
+    wait_for,
+)
+from tests.subprocesses import manage_py
 
 # The real cluster of tests/queue/test_qcluster.py (ORM broker, Redis when REDIS_URL is set).
 cluster = test_qcluster.cluster
@@ -49,14 +55,6 @@ pytestmark = [
 ]
 
 PERIOD = timedelta(days=30)
-
-
-def database_now() -> datetime:
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT clock_timestamp()")
-        (value,) = cursor.fetchone()
-    result: datetime = value.astimezone(UTC)
-    return result
 
 
 @pytest.fixture
@@ -73,17 +71,6 @@ def on_host(env: dict[str, str], lib: str, offset: str) -> dict[str, str]:
     """The environment of a process on a host whose clock is ``offset`` off (e.g. "+5m")."""
     # libfaketime moves the monotonic clock by the same offset: durations stay true.
     return {**env, "LD_PRELOAD": lib, "FAKETIME": offset}
-
-
-def manage(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "manage.py", *args],
-        cwd=REPO_ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
 
 
 def seed_at(client: Any, bucket: str, minutes: list[float], *, prefix: str) -> list[Any]:
@@ -114,15 +101,10 @@ def test_qcluster__workers_five_minutes_ahead_delete_nothing_early_and_report_th
     before = database_now()
 
     # Accepted and swept on hosts 5 minutes ahead.
-    accepted = manage(cluster.env, "run_retention", "--enqueue", "--json")
+    accepted = manage_py(cluster.env, "run_retention", "--enqueue", "--json")
     assert accepted.returncode == 0, accepted.stderr
     run = Run.objects.get(pk=json.loads(accepted.stdout)["run_id"])
-    wait_for(
-        lambda: Run.objects.filter(pk=run.pk, status=RunStatus.FINISHED).exists(),
-        timeout=120,
-        cluster=cluster,
-        what="the run to finish",
-    )
+    wait_for(finished(run), timeout=120, cluster=cluster, what="the run to finish")
     after = database_now()
 
     run.refresh_from_db()
@@ -168,19 +150,17 @@ def test_qcluster__a_trigger_five_minutes_ahead_leaves_the_run_of_workers_behind
     cluster.start()
     # Accepted on the workers' own host (on the ORM broker a host 5 minutes
     # behind takes no task another host published in the last 5 minutes).
-    accepted = manage(behind, "run_retention", "--enqueue", "--json")
+    accepted = manage_py(behind, "run_retention", "--enqueue", "--json")
     assert accepted.returncode == 0, accepted.stderr
     run = Run.objects.get(pk=json.loads(accepted.stdout)["run_id"])
 
-    def sweeping() -> bool:
-        run.refresh_from_db()
-        return run.deleted >= 20
-
-    wait_for(sweeping, timeout=90, cluster=cluster, what="the sweep to be under way")
+    wait_for(
+        deleted_at_least(run, 20), timeout=90, cluster=cluster, what="the sweep to be under way"
+    )
     # The run's lease (30 s here) was renewed by hosts 5 minutes behind; a
     # trigger on a host 5 minutes ahead still sees it alive.
     started = time.monotonic()
-    second = manage(on_host(cluster.env, libfaketime, "+5m"), "run_retention")
+    second = manage_py(on_host(cluster.env, libfaketime, "+5m"), "run_retention")
     took = time.monotonic() - started
     # It was still sweeping.
     assert Run.objects.get(pk=run.pk).deleted < 500, f"the trigger took {took:.1f} s"
@@ -221,7 +201,7 @@ def test_qcluster__a_deferred_run_resumes_within_a_minute_of_headroom_without_th
     )
     cluster.start()
     # retention_schedule never ran: there is no watchdog.
-    accepted = manage(cluster.env, "run_retention", "--enqueue", "--json")
+    accepted = manage_py(cluster.env, "run_retention", "--enqueue", "--json")
     assert accepted.returncode == 0, accepted.stderr
     assert "watchdog schedule (retention.watchdog) is not installed" in accepted.stderr
     run = Run.objects.get(pk=json.loads(accepted.stdout)["run_id"])
@@ -244,12 +224,7 @@ def test_qcluster__a_deferred_run_resumes_within_a_minute_of_headroom_without_th
     headroom = database_now()
     busy.unlink()
 
-    wait_for(
-        lambda: Run.objects.filter(pk=run.pk, status=RunStatus.FINISHED).exists(),
-        timeout=120,
-        cluster=cluster,
-        what="the run to resume and finish",
-    )
+    wait_for(finished(run), timeout=120, cluster=cluster, what="the run to resume and finish")
     run.refresh_from_db()
     assert run.deleted == 60
     (deferral,) = run.report["deferrals"]

@@ -10,10 +10,7 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -37,9 +34,7 @@ from retention.models import (
     RunTrigger,
 )
 from retention.selectors.evidence import VerifyResult, chain_verify
-from tests.helpers import Qcluster
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
+from tests.subprocesses import Qcluster, manage_py, queue_env, subprocess_env
 
 pytestmark = [
     pytest.mark.postgres,
@@ -73,14 +68,7 @@ class Cluster(Qcluster):
         )
 
     def manage(self, *args: str) -> str:
-        done = subprocess.run(
-            [sys.executable, "manage.py", *args],
-            cwd=REPO_ROOT,
-            env=self.env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        done = manage_py(self.env, *args)
         assert done.returncode == 0, done.stderr
         return done.stdout
 
@@ -94,31 +82,16 @@ def cluster(
     settings: Any,
 ) -> Iterator[Cluster]:
     db = connection.settings_dict
-    env = {
-        key: value
-        for key, value in os.environ.items()
-        if key not in ("REDIS_URL", "DJANGO_SETTINGS_MODULE", "DATABASE_URL")
-    }
-    env.update(
-        {
-            "DJANGO_SETTINGS_MODULE": "tests.qcluster_settings",
-            "DATABASE_URL": (
-                f"postgres://{db['USER']}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}"
-                f"/{db['NAME']}"
-            ),
-            "LETHE_VAR_DIR": str(tmp_path / "var"),
-            "AWS_STORAGE_BUCKET_NAME": s3_bucket,
-            "AWS_S3_ENDPOINT_URL": s3_server.endpoint_url,
-            "AWS_S3_REGION_NAME": "us-east-1",
-            "RETENTION_DIGEST_KEY": settings.RETENTION_DIGEST_KEY,
-            "Q_CLUSTER_NAME": f"lethe-test-{uuid.uuid4().hex[:8]}",
-            "Q_WORKERS": "3",
-            "Q_TIMEOUT": "20",
-            "Q_RETRY": "25",
-            "RETENTION_LEASE_SECONDS": "8",
-            "RETENTION_RUN_LEASE_SECONDS": "30",
-            "RETENTION_DISPATCHER_LEASE_SECONDS": "6",
-        }
+    env = subprocess_env(
+        database_url=(
+            f"postgres://{db['USER']}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+        ),
+        var_dir=tmp_path / "var",
+        AWS_STORAGE_BUCKET_NAME=s3_bucket,
+        AWS_S3_ENDPOINT_URL=s3_server.endpoint_url,
+        AWS_S3_REGION_NAME="us-east-1",
+        RETENTION_DIGEST_KEY=settings.RETENTION_DIGEST_KEY,
+        **queue_env("lethe-test", Q_WORKERS="3"),
     )
     if request.param == "redis":
         env["REDIS_URL"] = os.environ["REDIS_URL"]
@@ -127,6 +100,21 @@ def cluster(
     running = Cluster(env=env, log_dir=logs)
     yield running
     running.stop()
+
+
+def finished(run: Run) -> Callable[[], bool]:
+    """For ``wait_for``: the run has finished."""
+    return lambda: Run.objects.filter(pk=run.pk, status=RunStatus.FINISHED).exists()
+
+
+def deleted_at_least(run: Run, count: int) -> Callable[[], bool]:
+    """For ``wait_for``: the run has deleted ``count`` objects or more."""
+
+    def deleted() -> bool:
+        run.refresh_from_db()
+        return run.deleted >= count
+
+    return deleted
 
 
 def wait_for(condition: Callable[[], bool], *, timeout: float, cluster: Cluster, what: str) -> None:
@@ -244,23 +232,16 @@ def test_qcluster__killed_mid_run_converges_after_restart(
     run = Run.objects.get(pk=accepted["run_id"])
     assert accepted["status"] == RunStatus.RUNNING
 
-    def progressed() -> bool:
-        run.refresh_from_db()
-        return run.deleted >= 80
-
-    wait_for(progressed, timeout=90, cluster=cluster, what="the run to delete 80 objects")
+    wait_for(
+        deleted_at_least(run, 80), timeout=90, cluster=cluster, what="the run to delete 80 objects"
+    )
     cluster.kill_9()
     run.refresh_from_db()
     assert run.status == RunStatus.RUNNING and run.deleted < len(doomed)
     interrupted_at = run.deleted
 
     cluster.start()
-    wait_for(
-        lambda: Run.objects.filter(pk=run.pk, status=RunStatus.FINISHED).exists(),
-        timeout=200,
-        cluster=cluster,
-        what="the interrupted run to converge",
-    )
+    wait_for(finished(run), timeout=200, cluster=cluster, what="the interrupted run to converge")
 
     run.refresh_from_db()
     assert run.deleted > interrupted_at
@@ -283,11 +264,9 @@ def test_qcluster__foreground_tasks_start_within_one_batch_not_after_the_sweep(
     accepted = json.loads(cluster.manage("run_retention", "--enqueue", "--json"))
     run = Run.objects.get(pk=accepted["run_id"])
 
-    def sweeping() -> bool:
-        run.refresh_from_db()
-        return run.deleted >= 40
-
-    wait_for(sweeping, timeout=90, cluster=cluster, what="the sweep to be under way")
+    wait_for(
+        deleted_at_least(run, 40), timeout=90, cluster=cluster, what="the sweep to be under way"
+    )
     # Foreground work arrives on the same cluster while the sweep goes on.
     cluster.manage(
         "shell",
@@ -298,12 +277,7 @@ def test_qcluster__foreground_tasks_start_within_one_batch_not_after_the_sweep(
         f"    async_task('tests.queue.foreground.mark', '{marks}/' + str(i), time.time())\n"
         "    time.sleep(1.5)\n",
     )
-    wait_for(
-        lambda: Run.objects.filter(pk=run.pk, status=RunStatus.FINISHED).exists(),
-        timeout=120,
-        cluster=cluster,
-        what="the sweep to finish",
-    )
+    wait_for(finished(run), timeout=120, cluster=cluster, what="the sweep to finish")
 
     run.refresh_from_db()
     assert run.deleted == 240

@@ -3,6 +3,7 @@ AccessAttempt and AccessLog rows are redacted; the rows stay."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -50,47 +51,49 @@ def _log(i: int, days: float, now: datetime) -> int:
     return int(log.pk)
 
 
-def test_recipe_axes__access_attempts_lose_ip_and_user_agent_after_30_days(
-    row_registry: Any, make_policy: Any, approver: Any, now: datetime
+@pytest.mark.parametrize(
+    ("model", "make", "data_class", "days", "due_ages", "kept_ages", "more_ages"),
+    [
+        (
+            AccessAttempt,
+            _attempt,
+            "security.axes_attempts",
+            30,
+            (31, 45, 90, 400),
+            (1, 29),
+            (30.5,),
+        ),
+        (AccessLog, _log, "security.axes_logs", 90, (91, 120, 365), (1, 60, 89), (90.5, 90.2)),
+    ],
+    ids=["access-attempts-after-30-days", "access-logs-after-90-days"],
+)
+def test_recipe_axes__rows_lose_ip_and_user_agent_after_their_period(
+    row_registry: Any,
+    make_policy: Any,
+    approver: Any,
+    now: datetime,
+    model: Any,
+    make: Callable[[int, float, datetime], int],
+    data_class: str,
+    days: int,
+    due_ages: tuple[float, ...],
+    kept_ages: tuple[float, ...],
+    more_ages: tuple[float, ...],
 ):
-    api.register_model(
-        AccessAttempt, data_class="security.axes_attempts", age_field="attempt_time", redact=REDACT
-    )
-    make_policy("security.axes_attempts", timedelta(days=30), disposition="redact", batch_size=2)
-    due = [_attempt(i, days, now) for i, days in enumerate((31, 45, 90, 400), start=1)]
-    for i, days in enumerate((1, 29), start=10):
-        _attempt(i, days, now)
+    api.register_model(model, data_class=data_class, age_field="attempt_time", redact=REDACT)
+    make_policy(data_class, timedelta(days=days), disposition="redact", batch_size=2)
+    due = [make(i, age, now) for i, age in enumerate(due_ages, start=1)]
+    for i, age in enumerate(kept_ages, start=10):
+        make(i, age, now)
 
     exercise(
-        model=AccessAttempt,
-        data_class="security.axes_attempts",
+        model=model,
+        data_class=data_class,
         now=now,
         due=due,
         redacted=_redacted,
         # Newer than the last row redacted, as rows dated by auto_now_add always are: a
         # redacting class walks forward from its mark (docs/model-rows.md).
-        seed_more=lambda: [_attempt(20, 30.5, now)],
-        placed_by=approver,
-    )
-
-
-def test_recipe_axes__access_logs_lose_ip_and_user_agent_after_90_days(
-    row_registry: Any, make_policy: Any, approver: Any, now: datetime
-):
-    api.register_model(
-        AccessLog, data_class="security.axes_logs", age_field="attempt_time", redact=REDACT
-    )
-    make_policy("security.axes_logs", timedelta(days=90), disposition="redact", batch_size=2)
-    due = [_log(i, days, now) for i, days in enumerate((91, 120, 365), start=1)]
-    for i, days in enumerate((1, 60, 89), start=10):
-        _log(i, days, now)
-
-    exercise(
-        model=AccessLog,
-        data_class="security.axes_logs",
-        now=now,
-        due=due,
-        redacted=_redacted,
-        seed_more=lambda: [_log(20, 90.5, now), _log(21, 90.2, now)],
+        seed_more=lambda: [make(i, age, now) for i, age in enumerate(more_ages, start=20)],
         placed_by=approver,
     )

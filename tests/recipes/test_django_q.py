@@ -57,36 +57,31 @@ def tasks(row_registry: Any, make_policy: Any, now: datetime) -> dict[str, set[s
     return made
 
 
-def test_recipe_django_q__successes_go_after_7_days_and_no_failure_with_them(
-    tasks: dict[str, set[str]], approver: Any, now: datetime
+@pytest.mark.parametrize(
+    ("success", "due", "age", "kept"),
+    [(True, 7, 9, Failure), (False, 3, 45, Success)],
+    ids=["successes-after-7-days", "failures-after-30-days"],
+)
+def test_recipe_django_q__each_kind_goes_after_its_period_and_none_of_the_other(
+    tasks: dict[str, set[str]],
+    approver: Any,
+    now: datetime,
+    success: bool,
+    due: int,
+    age: int,
+    kept: type[Task],
 ):
-    assert len(tasks["success_due"]) == 7
+    kind = "success" if success else "failure"
+    assert len(tasks[f"{kind}_due"]) == due
 
     exercise(
-        model=Success,
-        data_class="tasks.q_success",
+        model=Success if success else Failure,
+        data_class=f"tasks.q_{kind}",
         now=now,
-        due=tasks["success_due"],
-        seed_more=lambda: [_task(success=True, age=timedelta(days=9), now=now)],
+        due=tasks[f"{kind}_due"],
+        seed_more=lambda: [_task(success=success, age=timedelta(days=age), now=now)],
         placed_by=approver,
     )
 
-    # Every failure is still there, those older than 7 days included.
-    assert Failure.objects.count() == 9
-
-
-def test_recipe_django_q__failures_go_after_30_days_and_no_success_with_them(
-    tasks: dict[str, set[str]], approver: Any, now: datetime
-):
-    assert len(tasks["failure_due"]) == 3
-
-    exercise(
-        model=Failure,
-        data_class="tasks.q_failure",
-        now=now,
-        due=tasks["failure_due"],
-        seed_more=lambda: [_task(success=False, age=timedelta(days=45), now=now)],
-        placed_by=approver,
-    )
-
-    assert Success.objects.count() == 9
+    # Every task of the other kind is still there, those past this kind's period included.
+    assert kept.objects.count() == 9

@@ -6,11 +6,7 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
-import subprocess
-import sys
 from base64 import b64encode
-from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
@@ -21,10 +17,10 @@ from django.utils import timezone
 from retention.models import Run
 from retention.rest import signing
 from tests.rest.conftest import HMAC_KEYS
+from tests.subprocesses import example_setting
 
 pytestmark = pytest.mark.django_db
 
-ROOT = Path(__file__).resolve().parents[2]
 
 # Every endpoint of the API, with a method it answers.
 ENDPOINTS = [
@@ -51,8 +47,9 @@ def assert_error(response, status: int, code: str) -> dict:
     return body
 
 
-def signed_post(client, payload: dict):
-    body = json.dumps(payload).encode()
+def signed_post(client, payload: dict | bytes, content_type: str = "application/json"):
+    """A run trigger signed with a good key: ``payload`` as JSON, or bytes sent as they are."""
+    body = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
     headers = signing.signed_headers(
         key_id="ops-2026a",
         secret=HMAC_KEYS["ops-2026a"],
@@ -61,7 +58,7 @@ def signed_post(client, payload: dict):
         body=body,
         timestamp=int(timezone.now().timestamp()),
     )
-    return client.post("/api/v1/runs/", data=body, content_type="application/json", headers=headers)
+    return client.post("/api/v1/runs/", data=body, content_type=content_type, headers=headers)
 
 
 def csv_rows(response) -> list[dict[str, str]]:
@@ -296,21 +293,8 @@ def test_bad_input__an_unsupported_method_is_a_json_405(client, acme):
 
 
 def test_bad_input__a_signed_run_that_is_not_json_is_a_json_415(client):
-    body = b"mode=dry_run"
-    headers = signing.signed_headers(
-        key_id="ops-2026a",
-        secret=HMAC_KEYS["ops-2026a"],
-        method="POST",
-        path="/api/v1/runs/",
-        body=body,
-        timestamp=int(timezone.now().timestamp()),
-    )
-
-    response = client.post(
-        "/api/v1/runs/",
-        data=body,
-        content_type="application/x-www-form-urlencoded",
-        headers=headers,
+    response = signed_post(
+        client, b"mode=dry_run", content_type="application/x-www-form-urlencoded"
     )
 
     assert_error(response, 415, "unsupported_media_type")
@@ -430,18 +414,4 @@ def test_schema__every_operation_documents_400_for_bad_query_strings(schema):
 
 @pytest.mark.parametrize(("value", "expected"), [(None, "False"), ("0", "False"), ("1", "True")])
 def test_settings__debug_is_off_unless_django_debug_says_1(tmp_path, value, expected):
-    env = {k: v for k, v in os.environ.items() if k != "DJANGO_DEBUG"}
-    env["LETHE_VAR_DIR"] = str(tmp_path)
-    if value is not None:
-        env["DJANGO_DEBUG"] = value
-
-    out = subprocess.run(
-        [sys.executable, "-c", "import config.settings as s; print(s.DEBUG)"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-
-    assert out.stdout.strip() == expected
+    assert example_setting("DEBUG", tmp_path, DJANGO_DEBUG=value) == expected

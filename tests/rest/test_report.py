@@ -136,18 +136,12 @@ def test_report__bad_window_answers_400_invalid(client, acme):
 
 @pytest.mark.parametrize("evidence", ["per_row", "per_batch"])
 def test_report__a_page_event_counts_its_rows(
-    client, acme, row_registry, make_policy, now, evidence
+    client, acme, register_logs, make_policy, now, evidence
 ):
     from retention.engine import run_execute, run_start
     from tests.rowhost.models import RequestLog
 
-    api.register_model(
-        RequestLog,
-        data_class="logs.request",
-        age_field="created_at",
-        tenant_field="tenant_id",
-        evidence=evidence,
-    )
+    register_logs(evidence=evidence)
     make_policy("logs.request", PERIOD)
     for _ in range(3):
         RequestLog.objects.create(tenant_id="acme", path="/x", created_at=now - PERIOD * 2)
@@ -163,15 +157,13 @@ def test_report__a_page_event_counts_its_rows(
 
 
 def test_report__a_per_row_page_counts_each_rows_lateness(
-    client, acme, settings, row_registry, make_policy, now
+    client, acme, settings, register_logs, make_policy, now
 ):
     from retention.engine import run_execute, run_start
     from tests.rowhost.models import RequestLog
 
     settings.RETENTION_LAG_PROMISE = timedelta(hours=1)
-    api.register_model(
-        RequestLog, data_class="logs.request", age_field="created_at", tenant_field="tenant_id"
-    )
+    register_logs()
     make_policy("logs.request", PERIOD)
     # One page: two rows due 3 h and 2 h before the run (late), one 30 min before.
     for ago in (timedelta(hours=3), timedelta(hours=2), timedelta(minutes=30)):

@@ -7,7 +7,6 @@ from typing import Any
 
 import pytest
 
-from retention import api
 from retention.digest import key_digest
 from retention.engine import run_execute, run_start
 from retention.models import DeletionEvent
@@ -23,18 +22,12 @@ pytestmark = pytest.mark.django_db
 def test_receipts__row_deletions_show_as_kind_row_for_their_tenant_only(
     client: Any,
     acme: dict[str, str],
-    row_registry: Any,
+    register_logs: Any,
     make_policy: Any,
     now: datetime,
     evidence: str,
 ):
-    api.register_model(
-        RequestLog,
-        data_class="logs.request",
-        age_field="created_at",
-        tenant_field="tenant_id",
-        evidence=evidence,
-    )
+    register_logs(evidence=evidence)
     make_policy("logs.request", timedelta(days=30))
     for tenant in ("acme", "acme", "globex"):
         RequestLog.objects.create(tenant_id=tenant, path="/x", created_at=now - timedelta(days=31))
@@ -57,10 +50,8 @@ def test_receipts__row_deletions_show_as_kind_row_for_their_tenant_only(
     assert verify_receipt(receipt_for(event), chain_head()) == []
 
 
-def _per_row_deletions(now: datetime, make_policy: Any) -> list[RequestLog]:
-    api.register_model(
-        RequestLog, data_class="logs.request", age_field="created_at", tenant_field="tenant_id"
-    )
+def _per_row_deletions(now: datetime, register_logs: Any, make_policy: Any) -> list[RequestLog]:
+    register_logs()
     make_policy("logs.request", timedelta(days=30))
     logs = [
         RequestLog.objects.create(tenant_id=tenant, path="/x", created_at=now - timedelta(days=31))
@@ -73,9 +64,9 @@ def _per_row_deletions(now: datetime, make_policy: Any) -> list[RequestLog]:
 
 
 def test_receipts__each_row_of_a_per_row_page_has_its_own_receipt_verified_offline(
-    client: Any, acme: dict[str, str], row_registry: Any, make_policy: Any, now: datetime
+    client: Any, acme: dict[str, str], register_logs: Any, make_policy: Any, now: datetime
 ):
-    logs = _per_row_deletions(now, make_policy)
+    logs = _per_row_deletions(now, register_logs, make_policy)
     (receipt,) = client.get("/api/v1/deletions/", headers=acme).json()["results"]
 
     rows = client.get(f"/api/v1/deletions/{receipt['id']}/rows/", headers=acme).json()
@@ -104,9 +95,9 @@ def test_receipts__each_row_of_a_per_row_page_has_its_own_receipt_verified_offli
 
 
 def test_receipts__a_row_not_in_the_receipt_or_of_another_tenant_is_not_found(
-    client: Any, acme: dict[str, str], row_registry: Any, make_policy: Any, now: datetime
+    client: Any, acme: dict[str, str], register_logs: Any, make_policy: Any, now: datetime
 ):
-    logs = _per_row_deletions(now, make_policy)
+    logs = _per_row_deletions(now, register_logs, make_policy)
     (receipt,) = client.get("/api/v1/deletions/", headers=acme).json()["results"]
     other = DeletionEvent.objects.exclude(pk=receipt["id"]).get()
     globex_row = key_digest(f"rowhost.RequestLog:{logs[3].pk}")

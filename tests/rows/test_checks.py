@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from django.apps import apps
 from django.core import checks
@@ -19,6 +21,13 @@ def messages(data_class: str) -> list[checks.CheckMessage]:
 
 def ids(data_class: str) -> list[str]:
     return [m.id for m in messages(data_class)]
+
+
+def _accounts(row_registry: Any, **options: Any) -> None:
+    """rowhost.Account as "crm.accounts", closed accounts, with ``options``."""
+    row_registry.register_model(
+        Account, data_class="crm.accounts", age_field="closed_at", **options
+    )
 
 
 def lowercase(value: str) -> str:
@@ -41,10 +50,8 @@ def test_checks__a_good_registration_of_every_kind_gives_no_message(row_registry
         },
         evidence="per_batch",
     )
-    row_registry.register_model(
-        Account,
-        data_class="crm.accounts",
-        age_field="closed_at",
+    _accounts(
+        row_registry,
         tenant_field="referrer__tenant_id",
         redact={
             "email": Digest(),
@@ -114,12 +121,7 @@ def test_check_e016__an_unknown_field(row_registry, options, named):
 
 
 def test_check_e016__a_tenant_path_through_relations_passes(row_registry):
-    row_registry.register_model(
-        Account,
-        data_class="crm.accounts",
-        age_field="closed_at",
-        tenant_field="referrer__referrer__tenant_id",
-    )
+    _accounts(row_registry, tenant_field="referrer__referrer__tenant_id")
 
     assert ids("crm.accounts") == []
 
@@ -141,9 +143,7 @@ def test_check_e017__an_age_field_that_is_not_a_date(row_registry):
 
 
 def test_check_e018__null_on_a_column_that_is_not_nullable(row_registry):
-    row_registry.register_model(
-        Account, data_class="crm.accounts", age_field="closed_at", redact={"name": Null()}
-    )
+    _accounts(row_registry, redact={"name": Null()})
     row_registry.register_model(
         Account, data_class="crm.nicknames", age_field="closed_at", redact={"nickname": Null()}
     )
@@ -161,9 +161,7 @@ def test_check_e018__null_on_a_column_that_is_not_nullable(row_registry):
 
 @pytest.mark.parametrize("strategy", [Constant("gone@example.invalid"), Mask(keep_last=4), Empty()])
 def test_check_e019__a_strategy_that_is_not_unique_safe_on_a_unique_column(row_registry, strategy):
-    row_registry.register_model(
-        Account, data_class="crm.accounts", age_field="closed_at", redact={"email": strategy}
-    )
+    _accounts(row_registry, redact={"email": strategy})
 
     found = messages("crm.accounts")
 
@@ -176,9 +174,7 @@ def test_check_e019__a_callable_on_a_unique_column_unless_it_says_it_is_safe(row
     def pseudonym(value: str) -> str:
         return f"user-{value.__hash__()}@example.invalid"
 
-    row_registry.register_model(
-        Account, data_class="crm.accounts", age_field="closed_at", redact={"email": pseudonym}
-    )
+    _accounts(row_registry, redact={"email": pseudonym})
     assert ids("crm.accounts") == ["retention.E019"]
 
     pseudonym.unique_safe = True  # type: ignore[attr-defined]
@@ -222,9 +218,7 @@ def test_check_e019__a_one_column_unique_constraint_counts(row_registry):
 
 
 def test_check_e020__any_strategy_on_a_many_to_many_field(row_registry):
-    row_registry.register_model(
-        Account, data_class="crm.accounts", age_field="closed_at", redact={"tags": Null()}
-    )
+    _accounts(row_registry, redact={"tags": Null()})
 
     found = messages("crm.accounts")
 
@@ -248,9 +242,7 @@ def test_check_e020__any_strategy_on_a_many_to_many_field(row_registry):
 def test_check_e021__a_foreign_key_or_file_given_a_strategy_not_meant_for_it(
     row_registry, name, strategy, meant
 ):
-    row_registry.register_model(
-        Account, data_class="crm.accounts", age_field="closed_at", redact={name: strategy}
-    )
+    _accounts(row_registry, redact={name: strategy})
 
     found = messages("crm.accounts")
 
@@ -261,12 +253,7 @@ def test_check_e021__a_foreign_key_or_file_given_a_strategy_not_meant_for_it(
 
 
 def test_check_e021__null_on_a_nullable_foreign_key_and_empty_on_a_file_pass(row_registry):
-    row_registry.register_model(
-        Account,
-        data_class="crm.accounts",
-        age_field="closed_at",
-        redact={"referrer": Null(), "avatar": Empty()},
-    )
+    _accounts(row_registry, redact={"referrer": Null(), "avatar": Empty()})
 
     assert ids("crm.accounts") == []
 
@@ -275,9 +262,7 @@ def test_check_e021__null_on_a_nullable_foreign_key_and_empty_on_a_file_pass(row
 
 
 def test_check_e022__a_files_entry_that_is_not_a_file_field(row_registry):
-    row_registry.register_model(
-        Account, data_class="crm.accounts", age_field="closed_at", files=("avatar", "name")
-    )
+    _accounts(row_registry, files=("avatar", "name"))
 
     found = messages("crm.accounts")
 
@@ -314,9 +299,7 @@ def test_check_e023__a_data_class_name_that_is_refused(row_registry, name):
     ],
 )
 def test_check_e024__a_strategy_the_column_cannot_take(row_registry, name, strategy, says):
-    row_registry.register_model(
-        Account, data_class="crm.accounts", age_field="closed_at", redact={name: strategy}
-    )
+    _accounts(row_registry, redact={name: strategy})
 
     found = messages("crm.accounts")
 
@@ -327,10 +310,8 @@ def test_check_e024__a_strategy_the_column_cannot_take(row_registry, name, strat
 
 
 def test_check_e024__each_field_is_reported_at_once(row_registry):
-    row_registry.register_model(
-        Account,
-        data_class="crm.accounts",
-        age_field="closed_at",
+    _accounts(
+        row_registry,
         redact={"closed_at": Empty(), "profile": Mask(), "tags": Null(), "name": Null()},
     )
 

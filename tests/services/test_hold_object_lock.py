@@ -39,6 +39,16 @@ def locked(settings: Any, s3_server: Any, s3_object_lock_bucket: str) -> str:
     return s3_object_lock_bucket
 
 
+@pytest.fixture
+def published(monkeypatch: Any) -> list[dict[str, Any]]:
+    """Scopes over 3 records mirror in batches of 2, each published into this list."""
+    monkeypatch.setattr(hold_mirror, "SYNC_LIMIT", 3)
+    monkeypatch.setattr(hold_mirror, "BATCH_SIZE", 2)
+    steps: list[dict[str, Any]] = []
+    monkeypatch.setattr(hold_mirror, "_publish", lambda step: steps.append(step_payload(step)))
+    return steps
+
+
 def track(
     client: Any, bucket: str, key: str, *, now: datetime, tenant: str = "acme"
 ) -> RetentionRecord:
@@ -84,12 +94,8 @@ def test_place_hold__locks_every_object_in_scope_before_it_returns(
 
 
 def test_place_hold__a_larger_scope_goes_in_paced_batches_through_the_queue(
-    make_policy, now, approver, locked, s3_client, monkeypatch
+    make_policy, now, approver, locked, s3_client, published
 ):
-    monkeypatch.setattr(hold_mirror, "SYNC_LIMIT", 3)
-    monkeypatch.setattr(hold_mirror, "BATCH_SIZE", 2)
-    published: list[dict[str, Any]] = []
-    monkeypatch.setattr(hold_mirror, "_publish", lambda step: published.append(step_payload(step)))
     make_policy()
     keys = [track(s3_client, locked, f"acme/{n}.jpg", now=now).object_key for n in range(5)]
 
@@ -125,14 +131,10 @@ def test_place_hold__a_larger_scope_goes_in_paced_batches_through_the_queue(
 
 
 def test_watchdog__publishes_a_stalled_mirror_again_from_where_it_stopped(
-    make_policy, now, approver, locked, s3_client, monkeypatch
+    make_policy, now, approver, locked, s3_client, published
 ):
     from django.utils import timezone
 
-    monkeypatch.setattr(hold_mirror, "SYNC_LIMIT", 3)
-    monkeypatch.setattr(hold_mirror, "BATCH_SIZE", 2)
-    published: list[dict[str, Any]] = []
-    monkeypatch.setattr(hold_mirror, "_publish", lambda step: published.append(step_payload(step)))
     make_policy()
     keys = [track(s3_client, locked, f"acme/{n}.jpg", now=now).object_key for n in range(5)]
     hold = api.place_hold(reason="Case 9", placed_by=approver, tenant_id="acme", now=now)

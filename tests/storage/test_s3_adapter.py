@@ -11,7 +11,7 @@ from storages.backends.s3 import S3Storage
 
 from retention.storage import KeyResult, Outcome, StorageUnavailable
 from retention.storage.s3 import S3Adapter
-from tests.s3server import DUMMY_CREDENTIALS, REGION, S3Server
+from tests.motoserver import DUMMY_CREDENTIALS, REGION, MotoServer
 
 S3ClientFactory = Callable[..., Any]
 
@@ -55,6 +55,15 @@ def answer_delete_objects_with(client: Any, status: int, body: str) -> list[str]
 
     client.meta.events.register("before-send.s3.DeleteObjects", respond)
     return sent
+
+
+def put_held(client: Any, bucket: str, key: str, body: bytes) -> str:
+    """An object under an Object Lock legal hold; its version id."""
+    version: str = client.put_object(Bucket=bucket, Key=key, Body=body)["VersionId"]
+    client.put_object_legal_hold(
+        Bucket=bucket, Key=key, VersionId=version, LegalHold={"Status": "ON"}
+    )
+    return version
 
 
 def put(client: Any, bucket: str, *keys: str) -> None:
@@ -344,10 +353,7 @@ def test_delete_many__object_lock_refusal_per_key_is_locked_not_permanent(
     s3_client: Any, s3_object_lock_bucket: str
 ) -> None:
     bucket = s3_object_lock_bucket
-    held = s3_client.put_object(Bucket=bucket, Key="held.jpg", Body=b"data")
-    s3_client.put_object_legal_hold(
-        Bucket=bucket, Key="held.jpg", VersionId=held["VersionId"], LegalHold={"Status": "ON"}
-    )
+    held = put_held(s3_client, bucket, "held.jpg", b"data")
     put(s3_client, bucket, "free.jpg")
     adapter = S3Adapter("uploads", s3_client, bucket)
 
@@ -360,7 +366,7 @@ def test_delete_many__object_lock_refusal_per_key_is_locked_not_permanent(
     )
     assert "held.jpg" not in results["held.jpg"].reason
     assert results["free.jpg"].outcome is Outcome.DELETED
-    assert versions_of(s3_client, bucket, "held.jpg") == [held["VersionId"]]
+    assert versions_of(s3_client, bucket, "held.jpg") == [held]
     assert versions_of(s3_client, bucket, "free.jpg") == []
 
 
@@ -368,17 +374,14 @@ def test_delete_many__one_held_version_makes_the_key_locked(
     s3_client: Any, s3_object_lock_bucket: str
 ) -> None:
     bucket = s3_object_lock_bucket
-    held = s3_client.put_object(Bucket=bucket, Key="doc.pdf", Body=b"old")
-    s3_client.put_object_legal_hold(
-        Bucket=bucket, Key="doc.pdf", VersionId=held["VersionId"], LegalHold={"Status": "ON"}
-    )
+    held = put_held(s3_client, bucket, "doc.pdf", b"old")
     put(s3_client, bucket, "doc.pdf")
     adapter = S3Adapter("uploads", s3_client, bucket)
 
     results = adapter.delete_many(["doc.pdf"], erase_versions=True)
 
     assert results["doc.pdf"].outcome is Outcome.LOCKED
-    assert versions_of(s3_client, bucket, "doc.pdf") == [held["VersionId"]]
+    assert versions_of(s3_client, bucket, "doc.pdf") == [held]
 
 
 def test_delete_many__throttled_request_is_transient_and_marked_throttled(
@@ -407,40 +410,29 @@ def test_delete_many__throttled_request_is_transient_and_marked_throttled(
     assert exists(client, s3_bucket, "a.jpg")
 
 
-def test_delete_many__429_without_a_known_code_is_throttled(
-    s3_client_factory: S3ClientFactory, s3_bucket: str
+@pytest.mark.parametrize(
+    ("status", "code", "throttled"),
+    [
+        pytest.param(
+            429, "<Code>EnhanceYourCalm</Code><Message>Too many.</Message>", True, id="429"
+        ),
+        pytest.param(500, "<Code>InternalError</Code><Message>Oops.</Message>", False, id="500"),
+    ],
+)
+def test_delete_many__429_without_a_known_code_is_throttled_a_server_error_is_not(
+    s3_client_factory: S3ClientFactory, s3_bucket: str, status: int, code: str, throttled: bool
 ) -> None:
+    """Both are transient; only the 429 asks for a slower pace."""
     client = s3_client_factory(retries={"mode": "standard", "total_max_attempts": 1})
     answer_delete_objects_with(
-        client,
-        429,
-        "<?xml version='1.0' encoding='UTF-8'?>"
-        "<Error><Code>EnhanceYourCalm</Code><Message>Too many.</Message></Error>",
+        client, status, f"<?xml version='1.0' encoding='UTF-8'?><Error>{code}</Error>"
     )
     adapter = S3Adapter("uploads", client, s3_bucket)
 
     results = adapter.delete_many(["a.jpg"])
 
     assert results["a.jpg"].outcome is Outcome.TRANSIENT
-    assert results["a.jpg"].throttled
-
-
-def test_delete_many__server_error_is_transient_but_not_throttling(
-    s3_client_factory: S3ClientFactory, s3_bucket: str
-) -> None:
-    client = s3_client_factory(retries={"mode": "standard", "total_max_attempts": 1})
-    answer_delete_objects_with(
-        client,
-        500,
-        "<?xml version='1.0' encoding='UTF-8'?>"
-        "<Error><Code>InternalError</Code><Message>Oops.</Message></Error>",
-    )
-    adapter = S3Adapter("uploads", client, s3_bucket)
-
-    results = adapter.delete_many(["a.jpg"])
-
-    assert results["a.jpg"].outcome is Outcome.TRANSIENT
-    assert not results["a.jpg"].throttled
+    assert results["a.jpg"].throttled == throttled
 
 
 def test_delete_many__throttled_head_probe_is_marked_throttled(
@@ -587,7 +579,7 @@ def test_delete_many__key_too_long_under_the_prefix_is_permanent(
     assert calls == []
 
 
-def make_storage(s3_server: S3Server, bucket: str, **options: Any) -> S3Storage:
+def make_storage(s3_server: MotoServer, bucket: str, **options: Any) -> S3Storage:
     return S3Storage(
         bucket_name=bucket,
         endpoint_url=s3_server.endpoint_url,
@@ -599,7 +591,7 @@ def make_storage(s3_server: S3Server, bucket: str, **options: Any) -> S3Storage:
 
 
 def test_from_storage__deletes_the_storage_name_under_its_location(
-    s3_server: S3Server, s3_client: Any, s3_bucket: str
+    s3_server: MotoServer, s3_client: Any, s3_bucket: str
 ) -> None:
     storage = make_storage(s3_server, s3_bucket, location="media")
     name = storage.save("tenant-1/scan.jpg", ContentFile(b"data"))
@@ -614,7 +606,7 @@ def test_from_storage__deletes_the_storage_name_under_its_location(
 
 
 def test_from_storage__client_has_timeouts_and_bounded_retries(
-    s3_server: S3Server, s3_bucket: str
+    s3_server: MotoServer, s3_bucket: str
 ) -> None:
     storage = make_storage(s3_server, s3_bucket, addressing_style="path")
 
@@ -630,7 +622,7 @@ def test_from_storage__client_has_timeouts_and_bounded_retries(
     assert (adapter.alias, adapter.bucket, adapter.chunk_size) == ("uploads", s3_bucket, 500)
 
 
-def test_from_storage__check_reports_missing_bucket(s3_server: S3Server) -> None:
+def test_from_storage__check_reports_missing_bucket(s3_server: MotoServer) -> None:
     adapter = S3Adapter.from_storage("uploads", make_storage(s3_server, "lethe-no-such-bucket"))
 
     with pytest.raises(StorageUnavailable, match="does not exist"):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -32,21 +32,40 @@ class BrokenStorage(FileSystemStorage):
         raise OSError(28, "No space left on device")
 
 
+def _upload(
+    now: datetime,
+    *,
+    data_class: str = "idv.photo",
+    name: str = "a.txt",
+    body: bytes = b"x",
+    **options: Any,
+) -> Upload:
+    """``upload_create`` of one file for tenant acme."""
+    return upload_create(
+        tenant_id="acme",
+        data_class=data_class,
+        file=ContentFile(body, name=name),
+        now=now,
+        **options,
+    )
+
+
 def stored_files() -> list[Path]:
     location = Path(storages["default"].location)
     return [path for path in location.rglob("*") if path.is_file()] if location.exists() else []
 
 
+def assert_nothing_kept() -> None:
+    """No file written, no upload, no record: a refused upload leaves nothing behind."""
+    assert stored_files() == []
+    assert not Upload.objects.exists()
+    assert not RetentionRecord.objects.exists()
+
+
 def test_upload_create__writes_object_under_a_generation_key_and_tracks_it(make_policy, now):
     version = make_policy("idv.photo", timedelta(days=30), enforce=False)
 
-    upload = upload_create(
-        tenant_id="acme",
-        data_class="idv.photo",
-        file=ContentFile(b"jpeg bytes", name="passport.jpg"),
-        content_type="image/jpeg",
-        now=now,
-    )
+    upload = _upload(now, name="passport.jpg", body=b"jpeg bytes", content_type="image/jpeg")
 
     match = KEY_PATTERN.match(upload.object_key)
     assert match, upload.object_key
@@ -85,9 +104,7 @@ def test_upload_create__writes_object_under_a_generation_key_and_tracks_it(make_
 def test_upload_create__unsafe_file_name_becomes_a_safe_name(make_policy, now, name, safe):
     make_policy("idv.photo", timedelta(days=30))
 
-    upload = upload_create(
-        tenant_id="acme", data_class="idv.photo", file=ContentFile(b"x", name=name), now=now
-    )
+    upload = _upload(now, name=name)
 
     match = KEY_PATTERN.match(upload.object_key)
     assert match, upload.object_key
@@ -100,12 +117,8 @@ def test_upload_create__unsafe_file_name_becomes_a_safe_name(make_policy, now, n
 def test_upload_create__same_file_name_twice_gets_two_generations(make_policy, now):
     make_policy("idv.photo", timedelta(days=30))
 
-    first = upload_create(
-        tenant_id="acme", data_class="idv.photo", file=ContentFile(b"1", name="scan.png"), now=now
-    )
-    second = upload_create(
-        tenant_id="acme", data_class="idv.photo", file=ContentFile(b"2", name="scan.png"), now=now
-    )
+    first = _upload(now, name="scan.png", body=b"1")
+    second = _upload(now, name="scan.png", body=b"2")
 
     assert first.object_key != second.object_key
     assert KEY_PATTERN.match(first.object_key)["gen"] != KEY_PATTERN.match(second.object_key)["gen"]
@@ -120,13 +133,9 @@ def test_upload_create__unknown_data_class_writes_nothing(make_policy, now):
     make_policy("idv.photo", timedelta(days=30))
 
     with pytest.raises(UnknownDataClass):
-        upload_create(
-            tenant_id="acme", data_class="no.such", file=ContentFile(b"x", name="a.txt"), now=now
-        )
+        _upload(now, data_class="no.such")
 
-    assert stored_files() == []
-    assert not Upload.objects.exists()
-    assert not RetentionRecord.objects.exists()
+    assert_nothing_kept()
 
 
 def test_upload_create__no_approved_policy_writes_nothing(author, now):
@@ -135,13 +144,9 @@ def test_upload_create__no_approved_policy_writes_nothing(author, now):
     )
 
     with pytest.raises(NoApprovedPolicy):
-        upload_create(
-            tenant_id="acme", data_class="pod.scan", file=ContentFile(b"x", name="a.txt"), now=now
-        )
+        _upload(now, data_class="pod.scan")
 
-    assert stored_files() == []
-    assert not Upload.objects.exists()
-    assert not RetentionRecord.objects.exists()
+    assert_nothing_kept()
 
 
 def test_upload_create__tracking_failure_removes_the_written_object(make_policy, now, monkeypatch):
@@ -154,13 +159,9 @@ def test_upload_create__tracking_failure_removes_the_written_object(make_policy,
     monkeypatch.setattr(api, "track", track)
 
     with pytest.raises(RuntimeError, match="database went away"):
-        upload_create(
-            tenant_id="acme", data_class="idv.photo", file=ContentFile(b"x", name="a.txt"), now=now
-        )
+        _upload(now)
 
-    assert stored_files() == []
-    assert not Upload.objects.exists()
-    assert not RetentionRecord.objects.exists()
+    assert_nothing_kept()
 
 
 def test_upload_create__upload_row_failure_rolls_back_the_record_and_the_object(
@@ -175,9 +176,7 @@ def test_upload_create__upload_row_failure_rolls_back_the_record_and_the_object(
     monkeypatch.setattr(Upload.objects, "create", create)
 
     with pytest.raises(RuntimeError, match="constraint violated"):
-        upload_create(
-            tenant_id="acme", data_class="idv.photo", file=ContentFile(b"x", name="a.txt"), now=now
-        )
+        _upload(now)
 
     assert stored_files() == []
     assert not RetentionRecord.objects.exists()
@@ -191,13 +190,7 @@ def test_upload_create__storage_write_failure_leaves_no_record(make_policy, now,
     }
 
     with pytest.raises(OSError, match="No space left"):
-        upload_create(
-            tenant_id="acme",
-            data_class="idv.photo",
-            file=ContentFile(b"x", name="a.txt"),
-            storage="broken",
-            now=now,
-        )
+        _upload(now, storage="broken")
 
     assert not Upload.objects.exists()
     assert not RetentionRecord.objects.exists()
@@ -209,13 +202,7 @@ def test_upload_create__writes_to_s3_and_tracks_the_exact_key(
     make_policy("idv.photo", timedelta(days=30))
     add_s3_storage(settings, "s3", s3_server.endpoint_url, s3_bucket)
 
-    upload = upload_create(
-        tenant_id="acme",
-        data_class="idv.photo",
-        file=ContentFile(b"jpeg bytes", name="passport.jpg"),
-        storage="s3",
-        now=now,
-    )
+    upload = _upload(now, name="passport.jpg", body=b"jpeg bytes", storage="s3")
 
     match = KEY_PATTERN.match(upload.object_key)
     assert match, upload.object_key

@@ -25,7 +25,7 @@ from retention.models import (
     RunMode,
     RunStatus,
 )
-from tests.helpers import chain_ok, enforce, exists, put_tracked
+from tests.helpers import RECONCILE_COUNTS, chain_ok, enforce, exists, put_tracked
 
 pytestmark = pytest.mark.django_db
 
@@ -357,15 +357,7 @@ def test_retention_reconcile__json_prints_the_run_and_exactly_its_counts(
     assert set(payload) == {"run_id", "mode", "status", "counts"}
     assert payload["mode"] == "reconcile"
     assert payload["status"] == "finished"
-    assert set(payload["counts"]) == {
-        "orphans",
-        "missing",
-        "reappeared",
-        "leftover_versions",
-        "listed",
-        "tracked",
-        "adopted",
-    }
+    assert set(payload["counts"]) == set(RECONCILE_COUNTS)
     assert payload["counts"]["orphans"] == 1
     assert Run.objects.get(pk=payload["run_id"]).mode == RunMode.RECONCILE
 

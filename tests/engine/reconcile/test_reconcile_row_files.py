@@ -14,7 +14,7 @@ from django.core.files.storage import storages
 from django.core.management import call_command
 from django.utils import timezone
 
-from retention import api, engine
+from retention import engine
 from retention.digest import key_digest
 from retention.engine.reconcile import row_files
 from retention.models import RetentionRecord
@@ -30,14 +30,8 @@ def _write(key: str) -> str:
 
 
 @pytest.fixture
-def shipments(row_registry: Any, make_policy: Any, now: datetime) -> list[Shipment]:
-    api.register_model(
-        Shipment,
-        data_class="shipments",
-        age_field="delivered_at",
-        tenant_field="tenant_id",
-        files=("proof",),
-    )
+def shipments(register_shipments: Any, make_policy: Any, now: datetime) -> list[Shipment]:
+    register_shipments(data_class="shipments", tenant_field="tenant_id")
     make_policy("shipments", timedelta(days=365))
     rows = [
         Shipment.objects.create(

@@ -36,18 +36,21 @@ def _keys_left(client: Any, bucket: str) -> list[str]:
     )
 
 
+@pytest.fixture
+def photos_on_s3(settings: Any, s3_server: Any, s3_bucket: str, make_policy: Any) -> None:
+    """Storage alias "s3" on the test bucket; photos kept 30 days."""
+    add_s3_storage(settings, "s3", s3_server.endpoint_url, s3_bucket)
+    make_policy("idv.photo", timedelta(days=30))
+
+
 def test_s3_reconcile__each_finding_across_listing_pages(
-    make_policy: Any,
+    photos_on_s3: None,
     now: datetime,
-    settings: Any,
-    s3_server: Any,
     s3_bucket: str,
     s3_client: Any,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(listing, "LIST_PAGE_SIZE", 2)
-    add_s3_storage(settings, "s3", s3_server.endpoint_url, s3_bucket)
-    make_policy("idv.photo", timedelta(days=30))
     for key in ("acme/a", "acme/b", "acme/c", "acme/gone", "acme/back", "zz/loose"):
         s3_client.put_object(Bucket=s3_bucket, Key=key, Body=b"12345")
     kept = [_track(k, storage="s3", now=now) for k in ("acme/a", "acme/b", "acme/c")]
@@ -148,17 +151,13 @@ def test_s3_reconcile__a_missing_bucket_is_refused_and_nothing_changes(
 
 
 def test_s3_reconcile__a_listing_that_fails_on_its_second_page_acts_on_nothing(
-    make_policy: Any,
+    photos_on_s3: None,
     now: datetime,
-    settings: Any,
-    s3_server: Any,
     s3_bucket: str,
     s3_client: Any,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(listing, "LIST_PAGE_SIZE", 1)
-    add_s3_storage(settings, "s3", s3_server.endpoint_url, s3_bucket)
-    make_policy("idv.photo", timedelta(days=30))
     s3_client.put_object(Bucket=s3_bucket, Key="acme/a", Body=b"x")
     s3_client.put_object(Bucket=s3_bucket, Key="acme/c", Body=b"x")
     missing = _track("acme/b", storage="s3", now=now)

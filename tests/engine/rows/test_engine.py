@@ -45,10 +45,8 @@ def _enforce(now: datetime, data_class: str) -> Run:
 
 
 @pytest.fixture
-def logs(row_registry: Any, make_policy: Any) -> Any:
-    api.register_model(
-        RequestLog, data_class="logs.request", age_field="created_at", tenant_field="tenant_id"
-    )
+def logs(register_logs: Any, make_policy: Any) -> Any:
+    register_logs()
     return make_policy("logs.request", timedelta(days=30), batch_size=3)
 
 
@@ -148,11 +146,9 @@ def test_rows__a_data_class_hold_on_tracked_records_does_not_hold_rows_of_other_
 
 
 def test_rows__per_batch_evidence_is_one_event_per_page_with_its_range(
-    row_registry: Any, make_policy: Any, now: datetime
+    register_logs: Any, make_policy: Any, now: datetime
 ):
-    api.register_model(
-        RequestLog, data_class="logs.request", age_field="created_at", evidence="per_batch"
-    )
+    register_logs(tenant_field=None, evidence="per_batch")
     make_policy("logs.request", timedelta(days=30), batch_size=4)
     _logs(now, old=6, new=0)
     pks = list(RequestLog.objects.order_by("created_at", "pk").values_list("pk", flat=True))
@@ -231,17 +227,13 @@ def test_rows__a_delete_outside_the_approved_cascade_rolls_back_and_stops_the_cl
 
 
 @pytest.fixture
-def redacting(row_registry: Any, make_policy: Any) -> Any:
-    api.register_model(
-        Account,
-        data_class="accounts.redact",
-        age_field="closed_at",
-        tenant_field="tenant_id",
+def redacting(register_accounts: Any, make_policy: Any) -> Any:
+    register_accounts(
         redact={
             "name": redaction.Constant("[redacted]"),
             "email": redaction.Digest(),
             "phone": redaction.Mask(keep_last=2),
-        },
+        }
     )
     return make_policy("accounts.redact", timedelta(days=90), batch_size=2, disposition="redact")
 
@@ -370,28 +362,39 @@ def test_rows__a_queued_run_deletes_them_page_by_page_and_a_redelivery_does_noth
     assert len(delivered) >= 3  # pages of 3
 
 
+@pytest.fixture
+def proofs(register_shipments: Any, make_policy: Any) -> None:
+    """Shipments go with their proof files after 30 days; tracked photos stay ten years."""
+    register_shipments()
+    make_policy("pod.shipment", timedelta(days=30))
+    make_policy("idv.photo", timedelta(days=3650))
+
+
+def _shipped(name: str, body: bytes, delivered_at: datetime) -> tuple[Any, str]:
+    """A shipment with its proof file written: (shipment, the file's name)."""
+    from django.core.files.storage import storages
+
+    from tests.rowhost.models import Shipment
+
+    saved = storages["default"].save(name, ContentFile(body))
+    return Shipment.objects.create(tenant_id="t1", proof=saved, delivered_at=delivered_at), saved
+
+
 def test_rows__a_rows_files_go_first_and_a_tracked_record_of_the_same_object_is_closed_once(
-    row_registry: Any, make_policy: Any, author: Any, now: datetime
+    proofs: None, author: Any, now: datetime
 ):
     from django.core.files.storage import storages
 
     from tests.helpers import put_tracked
     from tests.rowhost.models import Shipment
 
-    api.register_model(
-        Shipment, data_class="pod.shipment", age_field="delivered_at", files=("proof",)
-    )
-    make_policy("pod.shipment", timedelta(days=30))
-    make_policy("idv.photo", timedelta(days=3650))
     old = now - timedelta(days=40)
     tracked = put_tracked(now=old, key="proofs/tracked.pdf")
     Shipment.objects.create(tenant_id="t1", proof=tracked.object_key, delivered_at=old)
-    plain_name = storages["default"].save("proofs/plain.pdf", ContentFile(b"p"))
-    Shipment.objects.create(tenant_id="t1", proof=plain_name, delivered_at=old)
+    _, plain_name = _shipped("proofs/plain.pdf", b"p", old)
     # Its object is gone already: absent is a success.
     Shipment.objects.create(tenant_id="t1", proof="proofs/missing.pdf", delivered_at=old)
-    held_name = storages["default"].save("proofs/held.pdf", ContentFile(b"h"))
-    held = Shipment.objects.create(tenant_id="t1", proof=held_name, delivered_at=old)
+    held, held_name = _shipped("proofs/held.pdf", b"h", old)
     api.place_hold(reason="claim", placed_by=author, subject=held, now=now)
 
     run = _enforce(now, "pod.shipment")
@@ -409,23 +412,17 @@ def test_rows__a_rows_files_go_first_and_a_tracked_record_of_the_same_object_is_
 
 
 def test_rows__a_rows_file_that_is_a_held_tracked_record_keeps_the_row_and_the_object(
-    row_registry: Any, make_policy: Any, author: Any, now: datetime
+    proofs: None, author: Any, now: datetime
 ):
     from django.core.files.storage import storages
 
     from tests.helpers import put_tracked
     from tests.rowhost.models import Shipment
 
-    api.register_model(
-        Shipment, data_class="pod.shipment", age_field="delivered_at", files=("proof",)
-    )
-    make_policy("pod.shipment", timedelta(days=30))
-    make_policy("idv.photo", timedelta(days=3650))
     old = now - timedelta(days=40)
     tracked = put_tracked(now=old, key="proofs/held-record.pdf")
     kept = Shipment.objects.create(tenant_id="t1", proof=tracked.object_key, delivered_at=old)
-    plain_name = storages["default"].save("proofs/plain.pdf", ContentFile(b"p"))
-    Shipment.objects.create(tenant_id="t1", proof=plain_name, delivered_at=old)
+    _, plain_name = _shipped("proofs/plain.pdf", b"p", old)
     api.place_hold(reason="claim 7", placed_by=author, record=tracked, now=now)
 
     run = _enforce(now, "pod.shipment")

@@ -26,7 +26,7 @@ from django.core.files.storage import storages
 from django.core.management import call_command
 from django.db import transaction
 
-from retention import api, engine, redaction
+from retention import api, engine
 from retention.digest import key_digest
 from retention.engine import BATCH_TASK
 from retention.engine.guard import GuardReading
@@ -57,37 +57,25 @@ TENANTS = ("t1", "t2", "t3")
 PERIOD = timedelta(days=30)
 
 
-def _register(evidence: str) -> None:
-    api.register_model(
-        RequestLog,
-        data_class="logs.request",
-        age_field="created_at",
-        tenant_field="tenant_id",
-        evidence=evidence,
-    )
-    api.register_model(
-        WebSession,
-        data_class="web.session",
-        age_field="created_at",
-        tenant_field="tenant_id",
-        evidence=evidence,
-    )
-    api.register_model(
-        Shipment,
-        data_class="pod.shipment",
-        age_field="delivered_at",
-        tenant_field="tenant_id",
-        files=("proof",),
-        evidence=evidence,
-    )
-    api.register_model(
-        Account,
-        data_class="accounts.redact",
-        age_field="closed_at",
-        tenant_field="tenant_id",
-        redact={"name": redaction.Constant("[redacted]"), "email": redaction.Digest()},
-        evidence=evidence,
-    )
+@pytest.fixture
+def register(
+    register_logs: Any, register_shipments: Any, register_accounts: Any
+) -> Callable[[str], None]:
+    """``register(evidence)``: the four classes of ``CLASSES``, their events ``evidence``."""
+
+    def register_all(evidence: str) -> None:
+        register_logs(evidence=evidence)
+        api.register_model(
+            WebSession,
+            data_class="web.session",
+            age_field="created_at",
+            tenant_field="tenant_id",
+            evidence=evidence,
+        )
+        register_shipments(tenant_field="tenant_id", evidence=evidence)
+        register_accounts(evidence=evidence)
+
+    return register_all
 
 
 def _seed(now: datetime) -> dict[str, Any]:
@@ -196,9 +184,9 @@ def _verify_runs() -> str:
 @pytest.mark.parametrize("executor", ["inline", "queued"])
 @pytest.mark.parametrize("evidence", ["per_row", "per_batch"])
 def test_held__skipped_held_equals_its_events_under_tenant_class_and_row_holds(
-    row_registry: Any, make_policy: Any, author: Any, now: datetime, evidence: str, executor: str
+    register: Any, make_policy: Any, author: Any, now: datetime, evidence: str, executor: str
 ):
-    _register(evidence)
+    register(evidence)
     for name in CLASSES:
         disposition = "redact" if name == "accounts.redact" else "delete"
         make_policy(name, timedelta(days=30), batch_size=4, disposition=disposition)
@@ -226,9 +214,9 @@ def test_held__skipped_held_equals_its_events_under_tenant_class_and_row_holds(
 
 @pytest.mark.parametrize("evidence", ["per_row", "per_batch"])
 def test_held__a_second_run_over_the_same_held_rows_adds_no_row_key_and_a_few_events(
-    row_registry: Any, make_policy: Any, author: Any, now: datetime, evidence: str
+    register: Any, make_policy: Any, author: Any, now: datetime, evidence: str
 ):
-    _register(evidence)
+    register(evidence)
     for name in CLASSES:
         disposition = "redact" if name == "accounts.redact" else "delete"
         make_policy(name, timedelta(days=30), batch_size=4, disposition=disposition)
@@ -260,10 +248,8 @@ def _subject(label: str, pk: Any, at: datetime) -> bytes:
 
 
 @pytest.fixture
-def logs(row_registry: Any, make_policy: Any) -> None:
-    api.register_model(
-        RequestLog, data_class="logs.request", age_field="created_at", tenant_field="tenant_id"
-    )
+def logs(register_logs: Any, make_policy: Any) -> None:
+    register_logs()
     make_policy("logs.request", PERIOD, batch_size=3)
     old = datetime(2026, 1, 1, tzinfo=UTC)
     RequestLog.objects.bulk_create(
@@ -388,15 +374,9 @@ def _inline_one(now: datetime, data_class: str) -> Run:
 
 
 def test_held__rows_kept_for_a_held_tracked_object_are_one_event_a_run_and_no_row_key(
-    row_registry: Any, make_policy: Any, author: Any, now: datetime
+    register_shipments: Any, make_policy: Any, author: Any, now: datetime
 ):
-    api.register_model(
-        Shipment,
-        data_class="pod.shipment",
-        age_field="delivered_at",
-        tenant_field="tenant_id",
-        files=("proof",),
-    )
+    register_shipments(tenant_field="tenant_id")
     make_policy("pod.shipment", PERIOD)
     make_policy("idv.photo", timedelta(days=3650))
     old = now - timedelta(days=40)

@@ -117,10 +117,8 @@ def test_redact__a_hold_placed_right_before_the_page_select_keeps_the_row_as_it_
     assert held.name == "[redacted]"
 
 
-def _shipments(row_registry: Any, make_policy: Any, now: datetime) -> tuple[Shipment, str]:
-    api.register_model(
-        Shipment, data_class="pod.shipment", age_field="delivered_at", files=("proof",)
-    )
+def _shipments(register_shipments: Any, make_policy: Any, now: datetime) -> tuple[Shipment, str]:
+    register_shipments()
     make_policy("pod.shipment", timedelta(days=30))
     name = storages["default"].save("proofs/claim.pdf", ContentFile(b"c"))
     shipment = Shipment.objects.create(
@@ -130,9 +128,9 @@ def _shipments(row_registry: Any, make_policy: Any, now: datetime) -> tuple[Ship
 
 
 def test_files__a_hold_placed_before_the_page_is_read_keeps_the_row_and_its_object(
-    row_registry: Any, make_policy: Any, author: Any, now: datetime
+    register_shipments: Any, make_policy: Any, author: Any, now: datetime
 ):
-    shipment, name = _shipments(row_registry, make_policy, now)
+    shipment, name = _shipments(register_shipments, make_policy, now)
 
     with _before_page_select(
         "rowhost_shipment",
@@ -146,9 +144,9 @@ def test_files__a_hold_placed_before_the_page_is_read_keeps_the_row_and_its_obje
 
 
 def test_files__a_hold_placed_once_the_objects_went_keeps_the_row_and_says_so(
-    row_registry: Any, make_policy: Any, author: Any, now: datetime, monkeypatch: Any
+    register_shipments: Any, make_policy: Any, author: Any, now: datetime, monkeypatch: Any
 ):
-    shipment, name = _shipments(row_registry, make_policy, now)
+    shipment, name = _shipments(register_shipments, make_policy, now)
     real_delete = FileSystemStorage.delete
     placed: list[LegalHold] = []
 

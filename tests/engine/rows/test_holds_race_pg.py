@@ -48,7 +48,7 @@ def _place_elsewhere(author: Any, now: datetime) -> None:
 
 @pytest.mark.parametrize("receiver", [False, True], ids=["one_statement", "collector"])
 def test_delete__a_hold_another_session_commits_before_the_page_select_keeps_its_rows(
-    row_registry: Any,
+    register_logs: Any,
     make_policy: Any,
     author: Any,
     now: datetime,
@@ -58,9 +58,7 @@ def test_delete__a_hold_another_session_commits_before_the_page_select_keeps_its
     # One lane of pages: a second one's statement may start before the hold
     # commits, and would rightly take the rows.
     monkeypatch.setattr(row_sweep.RowSweep, "_overlaps", lambda self: False)
-    api.register_model(
-        RequestLog, data_class="logs.request", age_field="created_at", tenant_field="tenant_id"
-    )
+    register_logs()
     make_policy("logs.request", timedelta(days=30), batch_size=10)
     _logs(now, old=2, new=0, tenant="t1")
     _logs(now, old=2, new=0, tenant="t2")

@@ -61,15 +61,9 @@ def _seed(now: datetime) -> set[int]:
 
 @pytest.mark.parametrize("evidence", ["per_row", "per_batch"])
 def test_overlap__two_lanes_delete_every_due_row_once(
-    row_registry: Any, make_policy: Any, now: datetime, threads: list[str], evidence: str
+    register_logs: Any, make_policy: Any, now: datetime, threads: list[str], evidence: str
 ):
-    api.register_model(
-        RequestLog,
-        data_class="logs.request",
-        age_field="created_at",
-        tenant_field="tenant_id",
-        evidence=evidence,
-    )
+    register_logs(evidence=evidence)
     make_policy("logs.request", timedelta(days=30), batch_size=5)
     due = _seed(now)
 
@@ -90,9 +84,9 @@ def test_overlap__two_lanes_delete_every_due_row_once(
 
 
 def test_overlap__a_class_with_a_delete_signal_keeps_to_the_engines_thread(
-    row_registry: Any, make_policy: Any, now: datetime, threads: list[str]
+    register_logs: Any, make_policy: Any, now: datetime, threads: list[str]
 ):
-    api.register_model(RequestLog, data_class="logs.request", age_field="created_at")
+    register_logs(tenant_field=None)
     make_policy("logs.request", timedelta(days=30), batch_size=5)
     _seed(now)
     seen: list[str] = []
@@ -112,10 +106,9 @@ def test_overlap__a_class_with_a_delete_signal_keeps_to_the_engines_thread(
     assert run.deleted == DUE
 
 
-def _logs_class(make_policy: Any) -> None:
-    api.register_model(
-        RequestLog, data_class="logs.request", age_field="created_at", tenant_field="tenant_id"
-    )
+@pytest.fixture
+def logs_class(register_logs: Any, make_policy: Any) -> None:
+    register_logs()
     make_policy("logs.request", timedelta(days=30), batch_size=5)
 
 
@@ -129,9 +122,8 @@ def _agrees(run: Any, due: set[int]) -> None:
 
 
 def test_overlap__the_kill_switch_stops_both_lanes_in_a_known_state(
-    row_registry: Any, make_policy: Any, now: datetime, author: Any, monkeypatch: Any
+    logs_class: None, now: datetime, author: Any, monkeypatch: Any
 ):
-    _logs_class(make_policy)
     due = _seed(now)
     page = row_sweep.rows_page
     pages: list[str] = []
@@ -156,9 +148,8 @@ def test_overlap__the_kill_switch_stops_both_lanes_in_a_known_state(
 
 
 def test_overlap__a_failed_page_of_the_second_lane_ends_the_run_in_error(
-    row_registry: Any, make_policy: Any, now: datetime, monkeypatch: Any
+    logs_class: None, now: datetime, monkeypatch: Any
 ):
-    _logs_class(make_policy)
     due = _seed(now)
     page = row_sweep.rows_page
     second: list[int] = []
@@ -183,9 +174,8 @@ def test_overlap__a_failed_page_of_the_second_lane_ends_the_run_in_error(
 
 
 def test_overlap__the_second_lane_claims_no_page_while_the_kill_switch_is_engaged(
-    row_registry: Any, make_policy: Any, now: datetime, author: Any, threads: list[str]
+    logs_class: None, now: datetime, author: Any, threads: list[str]
 ):
-    _logs_class(make_policy)
     due = _seed(now)
     run = run_start(mode="enforce", data_classes=["logs.request"], now=now)
     sweep = row_sweep.RowSweep(run, "logs.request", run_rules(run)["logs.request"])
@@ -198,9 +188,7 @@ def test_overlap__the_second_lane_claims_no_page_while_the_kill_switch_is_engage
     assert RequestLog.objects.filter(pk__in=due).count() == DUE
 
 
-def test_row_batch__waits_for_the_chain_head_before_the_runs_row(
-    row_registry: Any, make_policy: Any, now: datetime
-):
+def test_row_batch__waits_for_the_chain_head_before_the_runs_row(logs_class: None, now: datetime):
     """A queued row page takes the chain head, then the run's row, as a page of
     tracked objects finalizing beside it does. Taking the run's row first, it
     and such a page (the head held, the run's counts to write) each waited
@@ -214,7 +202,6 @@ def test_row_batch__waits_for_the_chain_head_before_the_runs_row(
     from retention.engine.rows.batch import rows_batch
     from retention.models import ChainHead, Run, RunBatch
 
-    _logs_class(make_policy)
     _seed(now)
     published: list[dict[str, Any]] = []
 

@@ -66,14 +66,8 @@ def _events(run: Run) -> list[tuple]:
 
 
 @pytest.fixture
-def logs(row_registry: Any, make_policy: Any) -> Any:
-    api.register_model(
-        RequestLog,
-        data_class="logs.request",
-        age_field="created_at",
-        tenant_field="tenant_id",
-        evidence="per_batch",
-    )
+def logs(register_logs: Any, make_policy: Any) -> Any:
+    register_logs(evidence="per_batch")
     return make_policy("logs.request", PERIOD, batch_size=4)
 
 
@@ -129,11 +123,11 @@ def test_page_evidence__a_held_tenant_gets_its_own_events_and_the_rest_the_same(
 
 
 def test_page_evidence__a_primary_key_used_again_is_deleted_and_evidenced_once(
-    row_registry: Any, make_policy: Any, now: datetime
+    register_logs: Any, make_policy: Any, now: datetime
 ):
     """Its event's key is recorded already: the page rolls back and is done again,
     its keys looked up; the row goes, and the first event stays the only one."""
-    api.register_model(RequestLog, data_class="logs.request", age_field="created_at")
+    register_logs(tenant_field=None)
     make_policy("logs.request", PERIOD, batch_size=10)
     old = now - timedelta(days=40)
     first = RequestLog.objects.create(tenant_id="t1", path="/a", created_at=old)

@@ -30,11 +30,9 @@ PERIOD = timedelta(days=30)
 
 
 @pytest.fixture
-def logs(row_registry: Any) -> None:
+def logs(register_logs: Any) -> None:
     """The request log, one event per row (the default), tenants by ``tenant_id``."""
-    api.register_model(
-        RequestLog, data_class="logs.request", age_field="created_at", tenant_field="tenant_id"
-    )
+    register_logs()
 
 
 def _enforce(now: datetime, data_class: str) -> Run:

@@ -49,6 +49,16 @@ def _says_the_scope_changed(run: Run) -> None:
     assert "approve a version that adopts it" in reason
 
 
+def _only_the_first_page_went(run: Run) -> None:
+    """The run finished with the page it took before the scope changed, and no other."""
+    run.refresh_from_db()
+    assert run.status == "finished"
+    assert run.deleted == 2
+    assert RequestLog.objects.filter(status=500).count() == 3
+    assert RequestLog.objects.filter(status=200).count() == 2
+    _says_the_scope_changed(run)
+
+
 def test_queued_batch__published_before_a_deploy_widened_the_scope_disposes_of_nothing(
     pages_of_two, row_registry, now
 ):
@@ -109,12 +119,7 @@ def test_queued_batches__a_deploy_between_two_pages_stops_the_class_after_the_fi
     while held:
         engine.batch_dispose(payload=held.pop(), clock=lambda: now, publish=broker, guard=_quiet)
 
-    run.refresh_from_db()
-    assert run.status == "finished"
-    assert run.deleted == 2
-    assert RequestLog.objects.filter(status=500).count() == 3
-    assert RequestLog.objects.filter(status=200).count() == 2
-    _says_the_scope_changed(run)
+    _only_the_first_page_went(run)
 
 
 def _lost_once_after_the_first_page(row_registry: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
@@ -141,12 +146,7 @@ def test_inline_sweep__resumed_after_the_scope_changed_disposes_of_nothing_more(
     run = run_start(mode="enforce", data_classes=[DATA_CLASS], now=now)
     run = run_execute(run=run, clock=lambda: now, progress=progress)
 
-    run.refresh_from_db()
-    assert run.status == "finished"
-    assert run.deleted == 2
-    assert RequestLog.objects.filter(status=500).count() == 3
-    assert RequestLog.objects.filter(status=200).count() == 2
-    _says_the_scope_changed(run)
+    _only_the_first_page_went(run)
 
 
 @pytest.mark.postgres

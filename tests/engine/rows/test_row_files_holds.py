@@ -32,9 +32,11 @@ DATA_CLASS = "pod.shipment"
 
 
 @pytest.fixture
-def shipped(row_registry: Any, make_policy: Any, now: datetime) -> tuple[RetentionRecord, Any]:
+def shipped(
+    register_shipments: Any, make_policy: Any, now: datetime
+) -> tuple[RetentionRecord, Any]:
     """A due shipment whose proof is also a tracked record (of a class kept ten years)."""
-    api.register_model(Shipment, data_class=DATA_CLASS, age_field="delivered_at", files=("proof",))
+    register_shipments(data_class=DATA_CLASS)
     make_policy(DATA_CLASS, timedelta(days=30))
     make_policy("idv.photo", timedelta(days=3650))
     old = now - timedelta(days=40)

@@ -7,7 +7,6 @@ here are a contract; the services behind them may change.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -43,7 +42,7 @@ from retention.models import (
     Run,
 )
 from retention.rows import registry
-from retention.rows.registry import Evidence, RowClass, Scope
+from retention.rows.registry import RowClass, register_model, registered
 from retention.selectors import holds as selectors
 from retention.selectors.explain import RetentionExplanation, record_retention_explain
 from retention.selectors.holds import RowHolds, held_rows
@@ -95,46 +94,6 @@ def _now(now: datetime | None) -> datetime:
     if timezone.is_naive(now):
         raise ValueError("now must be an aware datetime (UTC).")
     return now
-
-
-def register_model(
-    model: type[models.Model],
-    *,
-    data_class: str,
-    age_field: str | None = None,
-    expires_field: str | None = None,
-    tenant_field: str | None = None,
-    scope: Scope | None = None,
-    redact: Mapping[str, Any] | None = None,
-    files: tuple[str, ...] | list[str] = (),
-    evidence: Evidence = "per_row",
-) -> RowClass:
-    """Govern a host model's rows as the data class ``data_class``; call it in ``ready()``.
-
-    Rows come due by ``age_field`` (their own timestamp, against a run's
-    cutoff) or ``expires_field`` (a deadline the host fills): exactly one.
-    ``tenant_field`` (a column or a path such as ``"account__tenant_id"``)
-    lets tenant holds and reports reach the rows; ``scope`` narrows the
-    queryset; ``redact`` maps fields to ``retention.redaction`` strategies
-    for the redact disposition; ``files`` names FileFields whose files go
-    with the row. What cannot work is reported by ``manage.py check``.
-    """
-    return registry.register_model(
-        model,
-        data_class=data_class,
-        age_field=age_field,
-        expires_field=expires_field,
-        tenant_field=tenant_field,
-        scope=scope,
-        redact=redact,
-        files=files,
-        evidence=evidence,
-    )
-
-
-def registered(**options: Any) -> Callable[[type[models.Model]], type[models.Model]]:
-    """The decorator form of ``register_model``: ``@registered(data_class=..., age_field=...)``."""
-    return registry.registered(**options)
 
 
 def track(

@@ -87,8 +87,17 @@ def register_model(
     files: tuple[str, ...] | list[str] = (),
     evidence: Evidence = "per_row",
 ) -> RowClass:
-    """Register a host model's rows as ``data_class``; see ``retention.api.register_model``.
+    """Govern a host model's rows as the data class ``data_class``; call it in ``ready()``.
 
+    Rows come due by ``age_field`` (their own timestamp, against a run's
+    cutoff) or ``expires_field`` (a deadline the host fills): exactly one.
+    ``tenant_field`` (a column or a path such as ``"account__tenant_id"``)
+    lets tenant holds and reports reach the rows; ``scope`` narrows the
+    queryset; ``redact`` maps fields to ``retention.redaction`` strategies
+    for the redact disposition; ``files`` names FileFields whose files go
+    with the row. What cannot work is reported by ``manage.py check``.
+
+    ``retention.api`` names this function itself rather than a wrapper.
     Calling it again for the same data class and model replaces the
     registration (``ready()`` may run more than once in tests); the same
     data class for another model is refused.

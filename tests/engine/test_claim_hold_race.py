@@ -16,7 +16,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from django.db import connection, connections
+from django.db import connection
 from django.db.models import BooleanField, Q
 from django.db.models.expressions import RawSQL
 
@@ -31,7 +31,7 @@ from retention.models import (
     Run,
     RunMode,
 )
-from tests.helpers import exists, put_tracked
+from tests.helpers import exists, on_own_connection, put_tracked
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
@@ -63,20 +63,11 @@ def _claim_while_held(run: Run, first: Any, place: Any, now: Any, monkeypatch: A
 
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_advisory_lock(%s, %s)", list(GATE))
-    result: dict[str, Any] = {}
-
-    def claim() -> None:
-        try:
-            result["claim"] = engine.records_claim(
-                run=run, data_class="idv.photo", limit=10, now=now, start_disposal=True
-            )
-        except BaseException as exc:
-            result["error"] = exc
-        finally:
-            connections.close_all()
-
-    thread = threading.Thread(target=claim)
-    thread.start()
+    thread, result = on_own_connection(
+        lambda: engine.records_claim(
+            run=run, data_class="idv.photo", limit=10, now=now, start_disposal=True
+        )
+    )
     try:
         for _ in range(500):
             if _waiting_on_gate():
@@ -90,7 +81,7 @@ def _claim_while_held(run: Run, first: Any, place: Any, now: Any, monkeypatch: A
         thread.join(timeout=30)
         monkeypatch.setattr(claims, "_after_q", after_q)
     assert "error" not in result, result
-    return result["claim"], placed
+    return result["value"], placed
 
 
 def test_claim__a_hold_committed_while_the_claim_statement_runs_keeps_its_record(

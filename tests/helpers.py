@@ -21,6 +21,7 @@ from retention.models import (
     ChainHead,
     DeletionEvent,
     EventBatch,
+    PolicyVersion,
     RecordState,
     RetentionRecord,
     Run,
@@ -130,6 +131,16 @@ def add_s3_storage(settings: Any, alias: str, endpoint_url: str, bucket: str) ->
         },
     }
     return alias
+
+
+def submitted(
+    data_class: str, retention_period: timedelta, *, author: Any, now: datetime
+) -> PolicyVersion:
+    """A version of ``data_class`` proposed and submitted by ``author``: awaiting review."""
+    draft = services.policy_version_propose(
+        data_class=data_class, retention_period=retention_period, author=author, now=now
+    )
+    return services.policy_version_submit(version=draft, by=author, now=now)
 
 
 def on_own_connection(fn: Callable[[], Any]) -> tuple[threading.Thread, dict[str, Any]]:

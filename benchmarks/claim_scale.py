@@ -219,9 +219,7 @@ def main() -> int:
         choices=[c.name for c in seed_sql.CLASSES if c.enforced],
     )
     args = parser.parse_args()
-    problem = common.postgresql_missing()
-    if problem:
-        print(problem, file=sys.stderr)
+    if common.not_postgresql():
         return 2
 
     now = timezone.now().replace(microsecond=0)

@@ -31,6 +31,7 @@ import urllib.parse
 import urllib.request
 from collections.abc import Collection, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -70,17 +71,22 @@ def setup_django(settings_module: str = "config.settings") -> None:
     django.setup()
 
 
-def postgresql_missing() -> str | None:
-    """Why the configured database is not PostgreSQL, or None when it is."""
+def not_postgresql() -> bool:
+    """True, after saying why on stderr, when the configured database is not PostgreSQL.
+
+    Each script's ``main`` then returns 2 before measuring anything.
+    """
     from django.db import connection
 
     if connection.vendor == "postgresql":
-        return None
-    return (
+        return False
+    print(
         f"DATABASE_URL must name a PostgreSQL database (the figures of SPEC §5 are "
         f"PostgreSQL's), got {connection.vendor}; e.g. "
-        "DATABASE_URL=postgres://postgres@127.0.0.1:5432/lethe_bench"
+        "DATABASE_URL=postgres://postgres@127.0.0.1:5432/lethe_bench",
+        file=sys.stderr,
     )
+    return True
 
 
 @contextlib.contextmanager
@@ -110,6 +116,20 @@ def database_url(name: str | None = None) -> str:
     host = db.get("HOST") or "127.0.0.1"
     port = db.get("PORT") or 5432
     return f"postgres://{credentials}@{host}:{port}/{name or db['NAME']}"
+
+
+@dataclass
+class Measured:
+    """One ``manage.py`` command run in a process of its own: its peak RSS and output.
+
+    ``memory.py`` and ``reconcile.py`` measure their commands this way.
+    """
+
+    peak_bytes: int
+    seconds: float
+    returncode: int
+    stdout: str
+    stderr: str
 
 
 # --------------------------------------------------------------------------
@@ -292,6 +312,17 @@ def seed_records(
         ),
         batch_size=5000,
     )
+
+
+def print_result(head: str, details: Sequence[str], problems: Sequence[str]) -> None:
+    """One variant's figure: ``head``, its details and ``)`` on a line, each failed check under it.
+
+    Flushed, so a long benchmark shows each variant as it finishes.
+    """
+    print(head + "; ".join(details) + ")")
+    for problem in problems:
+        print(f"    CHECK FAILED: {problem}")
+    sys.stdout.flush()
 
 
 # --------------------------------------------------------------------------

@@ -27,7 +27,6 @@ import tempfile
 import threading
 import time
 import tracemalloc
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -43,16 +42,7 @@ from benchmarks import seed_sql  # noqa: E402
 TARGET_BYTES = 300 * 1000 * 1000
 
 
-@dataclass
-class Measured:
-    peak_bytes: int
-    seconds: float
-    returncode: int
-    stdout: str
-    stderr: str
-
-
-def run_command(args: list[str], *, database: str) -> Measured:
+def run_command(args: list[str], *, database: str) -> common.Measured:
     """Run ``manage.py`` with ``args`` against ``database``; its own peak RSS."""
     env = {
         **os.environ,
@@ -79,7 +69,7 @@ def run_command(args: list[str], *, database: str) -> Measured:
         errors.seek(0)
         stderr = errors.read().decode(errors="replace")
     # Linux reports ru_maxrss in KiB.
-    return Measured(usage.ru_maxrss * 1024, seconds, process.returncode, stdout, stderr)
+    return common.Measured(usage.ru_maxrss * 1024, seconds, process.returncode, stdout, stderr)
 
 
 def profile(top: int) -> None:
@@ -130,9 +120,7 @@ def main() -> int:
     )
     parser.add_argument("--top", type=int, default=10)
     args = parser.parse_args()
-    problem = common.postgresql_missing()
-    if problem:
-        print(problem, file=sys.stderr)
+    if common.not_postgresql():
         return 2
 
     now = timezone.now().replace(microsecond=0)

@@ -153,9 +153,7 @@ def main() -> int:
     )
     args = parser.parse_args()
 
-    problem = common.postgresql_missing()
-    if problem:
-        print(problem, file=sys.stderr)
+    if common.not_postgresql():
         return 2
     settings.RETENTION_STORAGE_ADAPTERS = {"default": "benchmarks.common.NullAdapter"}
     now = datetime.now(UTC)

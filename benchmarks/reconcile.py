@@ -101,15 +101,6 @@ class Scenario:
 
 
 @dataclass
-class Measured:
-    peak_bytes: int
-    seconds: float
-    returncode: int
-    stdout: str
-    stderr: str
-
-
-@dataclass
 class Row:
     objects: int
     peak_bytes: int
@@ -136,7 +127,7 @@ sys.exit(os.waitstatus_to_exitcode(status))
 """
 
 
-def run_command(args: list[str], env: dict[str, str]) -> Measured:
+def run_command(args: list[str], env: dict[str, str]) -> common.Measured:
     """``manage.py`` with ``args`` in a process of its own; that process's peak RSS."""
     with tempfile.TemporaryFile() as errors, tempfile.NamedTemporaryFile("r") as peak:
         started = time.perf_counter()
@@ -157,7 +148,7 @@ def run_command(args: list[str], env: dict[str, str]) -> Measured:
     if not kib:
         raise SystemExit(f"the peak RSS launcher failed (status {done.returncode}):\n{stderr}")
     # Linux reports ru_maxrss in KiB.
-    return Measured(int(kib) * 1024, seconds, done.returncode, done.stdout.decode(), stderr)
+    return common.Measured(int(kib) * 1024, seconds, done.returncode, done.stdout.decode(), stderr)
 
 
 def child_env(database: str, bucket: str, endpoint_url: str) -> dict[str, str]:
@@ -327,9 +318,7 @@ def main() -> int:
 
     common.aws_dummy_environment()
     common.setup_django()
-    problem = common.postgresql_missing()
-    if problem:
-        print(problem, file=sys.stderr)
+    if common.not_postgresql():
         return 2
     load_before = common.load_average()
     rows: list[Row] = []

@@ -299,21 +299,18 @@ def seed_accounts(due: int, *, redacted: int, now: datetime) -> tuple[int, float
 
 
 def register(*, now: datetime) -> dict[str, RowClass]:
+    # The same log table twice, one class per evidence granularity.
     rows = {
-        LOGS_PER_BATCH: api.register_model(
+        data_class: api.register_model(
             RequestLog,
-            data_class=LOGS_PER_BATCH,
+            data_class=data_class,
             age_field="created_at",
             tenant_field="tenant_id",
-            evidence="per_batch",
-        ),
-        LOGS_PER_ROW: api.register_model(
-            RequestLog,
-            data_class=LOGS_PER_ROW,
-            age_field="created_at",
-            tenant_field="tenant_id",
-            evidence="per_row",
-        ),
+            evidence=evidence,
+        )
+        for data_class, evidence in ((LOGS_PER_BATCH, "per_batch"), (LOGS_PER_ROW, "per_row"))
+    }
+    rows |= {
         ACCOUNTS: api.register_model(
             Account,
             data_class=ACCOUNTS,
@@ -743,9 +740,7 @@ def main() -> int:
     parser.add_argument("--repetitions", type=int, default=15, help="timed pages per size")
     parser.add_argument("--skip-scale", action="store_true", help="leave out the claim stages")
     args = parser.parse_args()
-    problem = common.postgresql_missing()
-    if problem:
-        print(problem, file=sys.stderr)
+    if common.not_postgresql():
         return 2
     if args.rows < BATCH_SIZE or args.redactions < BATCH_SIZE:
         parser.error(f"--rows and --redactions need at least {BATCH_SIZE} rows")
@@ -772,15 +767,12 @@ def main() -> int:
         def report(key: str, result: Result) -> None:
             results[key] = result
             rss = f"; peak RSS {result.peak_rss / 1e6:.1f} MB" if result.peak_rss else ""
-            print(
+            common.print_result(
                 f"{result.label}: {result.rate:,.0f} rows/s  ({result.rows:,} in "
-                f"{result.seconds:.2f} s; seeded in {result.seeded_in:.1f} s{rss}; "
-                + "; ".join(result.details)
-                + ")"
+                f"{result.seconds:.2f} s; seeded in {result.seeded_in:.1f} s{rss}; ",
+                result.details,
+                result.problems,
             )
-            for problem in result.problems:
-                print(f"    CHECK FAILED: {problem}")
-            sys.stdout.flush()
 
         print("\n== Deleting ==")
         report("bare", bare_loop(args.rows, now=now))

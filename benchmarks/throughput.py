@@ -469,9 +469,7 @@ def measure(args: argparse.Namespace, moto: common.MotoServer) -> int:
     from retention.conf import settings as retention_settings
     from retention.selectors.evidence import VerifyResult, chain_verify
 
-    problem = common.postgresql_missing()
-    if problem:
-        print(problem, file=sys.stderr)
+    if common.not_postgresql():
         return 2
     if retention_settings.STORAGE_RATE_LIMITS:
         print("RETENTION_STORAGE_RATE_LIMITS is set: the rate gate must be off.", file=sys.stderr)
@@ -494,15 +492,12 @@ def measure(args: argparse.Namespace, moto: common.MotoServer) -> int:
 
         def report(key: str, result: Result) -> None:
             results[key] = result
-            print(
+            common.print_result(
                 f"{result.label}: {result.rate:,.0f} objects/s  ({result.objects:,} in "
-                f"{result.seconds:.2f} s; seeded in {result.seeded_in:.0f} s; "
-                + "; ".join(result.details)
-                + ")"
+                f"{result.seconds:.2f} s; seeded in {result.seeded_in:.0f} s; ",
+                result.details,
+                result.problems,
             )
-            for problem in result.problems:
-                print(f"    CHECK FAILED: {problem}")
-            sys.stdout.flush()
 
         report("a", bench.bare())
         report("b", bench.inline())

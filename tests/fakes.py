@@ -144,10 +144,10 @@ def dispatch(
     )
 
 
-def queued(
+def enqueued(
     now: datetime, deliver: Callable[[Queue, dict[str, Any]], None] | None = None
 ) -> tuple[Run, Queue]:
-    """An enforcing run queued and dispatched at ``now``, every batch delivered at once.
+    """An enforcing run queued at ``now``, not dispatched yet; every batch delivered at once.
 
     ``deliver(queue, payload)`` replaces the plain delivery (``queue.run_batch``)
     when a test wants a batch delivered twice, or after a crash.
@@ -157,7 +157,14 @@ def queued(
         queue.deliver = queue.run_batch
     else:
         queue.deliver = lambda payload: deliver(queue, payload)
-    run = enqueue(now, queue)
+    return enqueue(now, queue), queue
+
+
+def queued(
+    now: datetime, deliver: Callable[[Queue, dict[str, Any]], None] | None = None
+) -> tuple[Run, Queue]:
+    """As ``enqueued``, and dispatched: the run as its dispatcher left it."""
+    run, queue = enqueued(now, deliver)
     dispatch(run, queue)
     run.refresh_from_db()
     return run, queue

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import threading
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from io import StringIO
 from pathlib import Path
@@ -11,7 +13,7 @@ from typing import Any
 from django.core.files.base import ContentFile
 from django.core.files.storage import storages
 from django.core.management import CommandError, call_command
-from django.db import connection
+from django.db import connection, connections
 from freezegun import freeze_time
 
 from retention import engine, services
@@ -19,6 +21,7 @@ from retention.models import (
     ChainHead,
     DeletionEvent,
     EventBatch,
+    PolicyVersion,
     RecordState,
     RetentionRecord,
     Run,
@@ -60,6 +63,13 @@ def put_tracked(
 def put_expired(count: int, now: datetime, **kwargs: Any) -> list[RetentionRecord]:
     """``count`` tracked objects 40 days old: past the usual 30-day period at ``now``."""
     return [put_tracked(now=now - timedelta(days=40), **kwargs) for _ in range(count)]
+
+
+def outcomes(record: RetentionRecord) -> list[str]:
+    """The record's evidence so far: its events' outcomes, oldest first."""
+    return list(
+        DeletionEvent.objects.filter(record=record).order_by("id").values_list("outcome", flat=True)
+    )
 
 
 def exists(record: RetentionRecord) -> bool:
@@ -121,6 +131,38 @@ def add_s3_storage(settings: Any, alias: str, endpoint_url: str, bucket: str) ->
         },
     }
     return alias
+
+
+def submitted(
+    data_class: str, retention_period: timedelta, *, author: Any, now: datetime
+) -> PolicyVersion:
+    """A version of ``data_class`` proposed and submitted by ``author``: awaiting review."""
+    draft = services.policy_version_propose(
+        data_class=data_class, retention_period=retention_period, author=author, now=now
+    )
+    return services.policy_version_submit(version=draft, by=author, now=now)
+
+
+def on_own_connection(fn: Callable[[], Any]) -> tuple[threading.Thread, dict[str, Any]]:
+    """Start ``fn`` on a thread of its own, so on a database connection of its own.
+
+    The dict gets ``fn``'s return as ``"value"``, or what it raised as
+    ``"error"``, once the thread ends; the thread closes its connections so
+    the test database can be dropped.
+    """
+    result: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            result["value"] = fn()
+        except BaseException as exc:  # reported to the test through result
+            result["error"] = exc
+        finally:
+            connections.close_all()
+
+    thread = threading.Thread(target=target)
+    thread.start()
+    return thread, result
 
 
 def database_now() -> datetime:

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from django.urls import reverse
 
-from retention import services
 from retention.models import PolicyVersion, PolicyVersionStatus
+from tests.helpers import submitted
 from tests.rowhost.models import RequestLog
 
 pytestmark = pytest.mark.django_db
@@ -77,10 +77,7 @@ def test_review__the_adopting_version_shows_what_it_adopts_and_its_figures(
     logs, register_logs, alice, bob_client, now
 ):
     _register(register_logs, 500)
-    draft = services.policy_version_propose(
-        data_class=DATA_CLASS, retention_period=timedelta(days=45), author=alice, now=now
-    )
-    services.policy_version_submit(version=draft, by=alice, now=now)
+    draft = submitted(DATA_CLASS, timedelta(days=45), author=alice, now=now)
     RequestLog.objects.create(tenant_id="t1", path="/e", status=500, created_at=now - timedelta(90))
     RequestLog.objects.create(tenant_id="t1", path="/o", status=200, created_at=now - timedelta(90))
 

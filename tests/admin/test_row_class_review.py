@@ -12,6 +12,7 @@ from retention import services
 from retention.models import Policy, PolicyVersion
 from retention.rows.cascade import cascade_of
 from tests.admin.conftest import messages_of
+from tests.helpers import submitted
 from tests.rowhost.models import Account, Shipment
 
 pytestmark = pytest.mark.django_db
@@ -29,10 +30,7 @@ def accounts(row_registry: Any) -> Any:
 
 
 def _submitted(author: Any, now: Any, data_class: str = "crm.account") -> PolicyVersion:
-    version = services.policy_version_propose(
-        data_class=data_class, retention_period=timedelta(days=30), author=author, now=now
-    )
-    return services.policy_version_submit(version=version, by=author, now=now)
+    return submitted(data_class, timedelta(days=30), author=author, now=now)
 
 
 def _review(version: PolicyVersion) -> str:

@@ -11,6 +11,7 @@ import pytest
 
 from retention import services
 from tests.helpers import retention_check as check
+from tests.helpers import submitted
 
 pytestmark = pytest.mark.django_db
 
@@ -64,10 +65,7 @@ def test_check__ok_again_once_a_version_adopting_the_registration_is_approved(
     logs, register_logs, author, approver, now
 ):
     _register(register_logs, 500)
-    draft = services.policy_version_propose(
-        data_class=DATA_CLASS, retention_period=timedelta(days=30), author=author, now=now
-    )
-    services.policy_version_submit(version=draft, by=author, now=now)
+    draft = submitted(DATA_CLASS, timedelta(days=30), author=author, now=now)
     services.policy_version_approve(version=draft, approver=approver, now=now)
 
     code, _, _ = check(at=now)

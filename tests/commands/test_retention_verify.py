@@ -12,12 +12,11 @@ from pathlib import Path
 
 import pytest
 from django.core.management import CommandError, call_command
-from django.db import connections
 
 from retention import engine
 from retention.models import DeletionEvent, EventBatch, RunMode
 from retention.selectors.evidence import chain_head, receipt_for
-from tests.helpers import put_tracked
+from tests.helpers import on_own_connection, put_tracked
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -198,27 +197,20 @@ def test_verify__chain_written_by_concurrent_workers_is_intact(make_policy, now)
     for i in range(120):
         put_tracked(now=now - timedelta(days=31, seconds=i))
     run = engine.run_start(mode=RunMode.ENFORCE, now=now)
-    errors: list[BaseException] = []
     barrier = threading.Barrier(3)
 
     def worker() -> None:
-        try:
-            barrier.wait(timeout=10)
-            while True:
-                claim = engine.records_claim(run=run, data_class="idv.photo", limit=5, now=now)
-                if not claim.items:
-                    return
-                engine.claim_dispose(claim=claim, clock=lambda: now)
-        except BaseException as exc:
-            errors.append(exc)
-        finally:
-            connections.close_all()
+        barrier.wait(timeout=10)
+        while True:
+            claim = engine.records_claim(run=run, data_class="idv.photo", limit=5, now=now)
+            if not claim.items:
+                return
+            engine.claim_dispose(claim=claim, clock=lambda: now)
 
-    threads = [threading.Thread(target=worker) for _ in range(3)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
+    threads = [on_own_connection(worker) for _ in range(3)]
+    for thread, _ in threads:
         thread.join(timeout=120)
+    errors = [result["error"] for _, result in threads if "error" in result]
     assert not errors, errors
     assert DeletionEvent.objects.filter(outcome="deleted").count() == 120
     assert EventBatch.objects.count() == 24

@@ -242,16 +242,25 @@ def test_breaker__a_1970_timestamp_bug_trips_and_stays_held_run_after_run(
 # The limits
 
 
+def _tenth_due_after(usual_day: int, *, now: datetime, settings: Any) -> Run:
+    """The run over 100 of 1,000 photos due, after 14 days of ``usual_day`` disposals each.
+
+    A tenth is within the fraction limit; whether 100 trips the multiple
+    limit depends on ``usual_day``.
+    """
+    settings.RETENTION_BREAKER_MIN_COUNT = 50
+    history("idv.photo", now=now, per_day=dict.fromkeys(range(1, 15), usual_day))
+    seed(100, now=now)
+    seed(900, now=now, expired=False)
+    return enforce(now=now)
+
+
 def test_breaker__the_multiple_limit_trips_a_class_whose_share_is_normal(
     make_policy, now, settings
 ):
-    settings.RETENTION_BREAKER_MIN_COUNT = 50
     make_policy()
-    history("idv.photo", now=now, per_day=dict.fromkeys(range(1, 15), 5))
-    seed(100, now=now)
-    seed(900, now=now, expired=False)
 
-    run = enforce(now=now)
+    run = _tenth_due_after(5, now=now, settings=settings)
 
     trip = BreakerTrip.objects.get()
     assert (run.tripped, disposed(run), trip.limit) == (100, 0, "multiple")
@@ -261,13 +270,9 @@ def test_breaker__the_multiple_limit_trips_a_class_whose_share_is_normal(
 
 
 def test_breaker__within_both_limits_deletes_and_keeps_the_figures(make_policy, now, settings):
-    settings.RETENTION_BREAKER_MIN_COUNT = 50
     make_policy()
-    history("idv.photo", now=now, per_day=dict.fromkeys(range(1, 15), 40))
-    seed(100, now=now)
-    seed(900, now=now, expired=False)
 
-    run = enforce(now=now)
+    run = _tenth_due_after(40, now=now, settings=settings)
 
     assert (disposed(run), run.tripped) == (100, 0)
     assert not BreakerTrip.objects.exists()

@@ -16,7 +16,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from django.db import connection, connections
+from django.db import connection
 from django.db.models import BooleanField, Q
 from django.db.models.expressions import RawSQL
 
@@ -31,7 +31,7 @@ from retention.models import (
     Run,
     RunMode,
 )
-from tests.helpers import exists, put_tracked
+from tests.helpers import exists, on_own_connection, put_tracked
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
@@ -49,8 +49,23 @@ def _waiting_on_gate() -> bool:
     return bool(waiting)
 
 
-def _claim_while_held(run: Run, first: Any, place: Any, now: Any, monkeypatch: Any) -> Any:
-    """The inline claim, with ``place()`` committed while its statement waits on ``first``."""
+@pytest.fixture
+def first_and_second(make_policy: Any, now: Any) -> tuple[RetentionRecord, RetentionRecord]:
+    """Two expired records of one tenant; the claim reaches ``first`` (the older) first."""
+    make_policy()
+    return (
+        put_tracked(tenant_id="acme", now=now - timedelta(days=32)),
+        put_tracked(tenant_id="acme", now=now - timedelta(days=31)),
+    )
+
+
+def _claim_while_held(
+    run: Run, first: Any, held: Any, *, reason: str, approver: Any, now: Any, monkeypatch: Any
+) -> Any:
+    """The inline claim, with a hold on ``held`` committed while its statement waits on ``first``.
+
+    Returns the claim and the hold.
+    """
     table = RetentionRecord._meta.db_table
     stall = RawSQL(
         f'CASE WHEN "{table}"."id" = %s '
@@ -63,51 +78,36 @@ def _claim_while_held(run: Run, first: Any, place: Any, now: Any, monkeypatch: A
 
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_advisory_lock(%s, %s)", list(GATE))
-    result: dict[str, Any] = {}
-
-    def claim() -> None:
-        try:
-            result["claim"] = engine.records_claim(
-                run=run, data_class="idv.photo", limit=10, now=now, start_disposal=True
-            )
-        except BaseException as exc:
-            result["error"] = exc
-        finally:
-            connections.close_all()
-
-    thread = threading.Thread(target=claim)
-    thread.start()
+    thread, result = on_own_connection(
+        lambda: engine.records_claim(
+            run=run, data_class="idv.photo", limit=10, now=now, start_disposal=True
+        )
+    )
     try:
         for _ in range(500):
             if _waiting_on_gate():
                 break
             threading.Event().wait(0.02)
         assert _waiting_on_gate(), "the claim statement never reached its first row"
-        placed = place()
+        placed = api.place_hold(reason=reason, placed_by=approver, record=held, now=now)
     finally:
         with connection.cursor() as cursor:
             cursor.execute("SELECT pg_advisory_unlock(%s, %s)", list(GATE))
         thread.join(timeout=30)
         monkeypatch.setattr(claims, "_after_q", after_q)
     assert "error" not in result, result
-    return result["claim"], placed
+    return result["value"], placed
 
 
 def test_claim__a_hold_committed_while_the_claim_statement_runs_keeps_its_record(
-    make_policy, now, approver, monkeypatch
+    first_and_second, now, approver, monkeypatch
 ):
-    make_policy()
-    first = put_tracked(tenant_id="acme", now=now - timedelta(days=32))
-    target = put_tracked(tenant_id="acme", now=now - timedelta(days=31))
+    first, target = first_and_second
     run = engine.run_start(mode=RunMode.ENFORCE, now=now)
 
     # The claim statement waits, on its first row, for the gate this test holds.
     claim_made, hold = _claim_while_held(
-        run,
-        first,
-        lambda: api.place_hold(reason="Case 26", placed_by=approver, record=target, now=now),
-        now,
-        monkeypatch,
+        run, first, target, reason="Case 26", approver=approver, now=now, monkeypatch=monkeypatch
     )
 
     assert [item.record_id for item in claim_made.items] == [first.pk]
@@ -132,11 +132,9 @@ def test_claim__a_hold_committed_while_the_claim_statement_runs_keeps_its_record
 
 
 def test_claim__a_retried_row_held_meanwhile_is_left_for_the_store_to_decide(
-    make_policy, now, approver, monkeypatch
+    first_and_second, now, approver, monkeypatch
 ):
-    make_policy()
-    first = put_tracked(tenant_id="acme", now=now - timedelta(days=32))
-    retried = put_tracked(tenant_id="acme", now=now - timedelta(days=31))
+    first, retried = first_and_second
     # An earlier attempt passed its re-check, then its delete went unanswered.
     RetentionRecord.objects.filter(pk=retried.pk).update(
         state=RecordState.FAILED,
@@ -148,11 +146,7 @@ def test_claim__a_retried_row_held_meanwhile_is_left_for_the_store_to_decide(
     run = engine.run_start(mode=RunMode.ENFORCE, now=now)
 
     claim_made, hold = _claim_while_held(
-        run,
-        first,
-        lambda: api.place_hold(reason="Case 27", placed_by=approver, record=retried, now=now),
-        now,
-        monkeypatch,
+        run, first, retried, reason="Case 27", approver=approver, now=now, monkeypatch=monkeypatch
     )
 
     assert [item.record_id for item in claim_made.items] == [first.pk]

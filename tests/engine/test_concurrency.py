@@ -7,40 +7,17 @@ there; they run on PostgreSQL (CI) and are reported as not run elsewhere.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
 from datetime import timedelta
-from typing import Any
 
 import pytest
-from django.db import connection, connections, transaction
+from django.db import connection, transaction
 
 from retention import engine
 from retention.exceptions import RunRefused
 from retention.models import DeletionEvent, RecordState, RetentionRecord, Run, RunMode, RunStatus
-from tests.helpers import exists, put_tracked
+from tests.helpers import exists, on_own_connection, put_tracked
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
-
-
-def in_thread(fn: Callable[[], Any]) -> Callable[[], Any]:
-    """Run ``fn`` on its own thread and database connection; re-raise its error."""
-
-    def wrapper() -> Any:
-        result: dict[str, Any] = {}
-
-        def target() -> None:
-            try:
-                result["value"] = fn()
-            except BaseException as exc:
-                result["error"] = exc
-            finally:
-                connections.close_all()
-
-        thread = threading.Thread(target=target)
-        thread.start()
-        return thread, result
-
-    return wrapper
 
 
 def test_claim__rows_locked_by_another_worker_are_skipped_not_waited_for(make_policy, now):
@@ -62,7 +39,7 @@ def test_claim__rows_locked_by_another_worker_are_skipped_not_waited_for(make_po
             release.wait(timeout=30)
         return ids
 
-    thread, result = in_thread(worker_a)()
+    thread, result = on_own_connection(worker_a)
     assert locked.wait(timeout=10)
     try:
         claim_b = engine.records_claim(run=run, data_class="idv.photo", limit=10, now=now)
@@ -92,7 +69,7 @@ def test_claim__two_workers_claiming_concurrently_get_disjoint_rows(make_policy,
                 return got
             got.extend(item.record_id for item in claim.items)
 
-    threads = [in_thread(worker)() for _ in range(2)]
+    threads = [on_own_connection(worker) for _ in range(2)]
     for thread, _ in threads:
         thread.join(timeout=60)
     results = [result for _, result in threads]
@@ -118,7 +95,7 @@ def test_two_concurrent_triggers__one_run_sweeps_the_other_is_refused(make_polic
         engine.run_execute(run=run, clock=lambda: now)
         return f"swept:{run.pk}"
 
-    threads = [in_thread(trigger)() for _ in range(2)]
+    threads = [on_own_connection(trigger) for _ in range(2)]
     for thread, _ in threads:
         thread.join(timeout=120)
     outcomes = sorted(result.get("value", repr(result.get("error"))) for _, result in threads)

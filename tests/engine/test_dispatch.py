@@ -54,18 +54,13 @@ from tests.fakes import (
     Queue,
     dispatch,
     enqueue,
+    enqueued,
     over_budget,
     under_budget,
 )
-from tests.helpers import exists, put_expired, put_tracked
+from tests.helpers import exists, outcomes, put_expired, put_tracked
 
 pytestmark = pytest.mark.django_db
-
-
-def events(record: RetentionRecord) -> list[str]:
-    return list(
-        DeletionEvent.objects.filter(record=record).order_by("id").values_list("outcome", flat=True)
-    )
 
 
 # --------------------------------------------------------------------------
@@ -88,9 +83,7 @@ def test_dispatch__one_task_per_batch_and_every_expired_object_deleted(make_poli
     make_policy(batch_size=3)
     records = put_expired(7, now)
     kept = put_tracked(now=now - timedelta(days=1))
-    queue = Queue(FakeTime(now))
-    queue.deliver = queue.run_batch
-    run = enqueue(now, queue)
+    run, queue = enqueued(now)
 
     assert dispatch(run, queue) == RunStatus.FINISHED
 
@@ -100,7 +93,7 @@ def test_dispatch__one_task_per_batch_and_every_expired_object_deleted(make_poli
     assert (run.eligible, run.claimed, run.deleted) == (7, 7, 7)
     assert not any(exists(r) for r in records) and exists(kept)
     assert set(RunBatch.objects.values_list("state", flat=True)) == {BatchState.DONE}
-    assert all(events(r) == [EventOutcome.DELETED] for r in records)
+    assert all(outcomes(r) == [EventOutcome.DELETED] for r in records)
 
 
 def test_dispatch__a_row_the_claims_went_past_is_taken_by_the_final_pass(
@@ -138,9 +131,7 @@ def test_dispatch__a_row_the_claims_went_past_is_taken_by_the_final_pass(
 def test_batch__payload_names_its_run_and_class_but_no_record_and_no_object_key(make_policy, now):
     make_policy(batch_size=10)
     records = put_expired(2, now)
-    queue = Queue(FakeTime(now))
-    queue.deliver = queue.run_batch
-    run = enqueue(now, queue)
+    run, queue = enqueued(now)
     dispatch(run, queue)
 
     # The batch claims its own page on the worker: nothing of it waits in the broker.
@@ -166,7 +157,7 @@ def test_batch__delivered_twice_deletes_once_and_records_once(make_policy, now):
 
     run.refresh_from_db()
     assert (run.deleted, run.already_absent) == (5, 0)
-    assert all(events(r) == [EventOutcome.DELETED] for r in records)
+    assert all(outcomes(r) == [EventOutcome.DELETED] for r in records)
     assert DeletionEvent.objects.count() == 5
 
 
@@ -187,7 +178,7 @@ def test_batch__redelivered_after_a_crash_mid_delete_probes_and_records_absent(m
 
     run.refresh_from_db()
     assert (run.deleted, run.already_absent, run.failed) == (0, 3, 0)
-    assert all(events(r) == [EventOutcome.ALREADY_ABSENT] for r in records)
+    assert all(outcomes(r) == [EventOutcome.ALREADY_ABSENT] for r in records)
     assert not any(exists(r) for r in records)
 
 
@@ -248,9 +239,7 @@ def test_advance__does_not_close_a_run_while_a_row_of_it_is_under_a_live_lease(
         lease_expires_at=now + timedelta(seconds=30),
         disposal_started_at=now,
     )
-    queue = Queue(FakeTime(now))
-    queue.deliver = queue.run_batch
-    run = enqueue(now, queue)
+    run, queue = enqueued(now)
 
     assert dispatch(run, queue) == RunStatus.RUNNING
     run.refresh_from_db()
@@ -320,9 +309,9 @@ def test_batch__renewed_before_its_batch_claims_is_kept_and_after_is_refused(mak
     renewed.refresh_from_db()
     run.refresh_from_db()
     assert renewed.state == RecordState.ACTIVE and exists(renewed)
-    assert events(renewed) == []
+    assert outcomes(renewed) == []
     assert len(refused) == 1 and not exists(other) and run.deleted == 1
-    assert events(other) == [EventOutcome.DELETED]
+    assert outcomes(other) == [EventOutcome.DELETED]
 
 
 def test_dispatch__respects_the_global_limit_of_batches_in_flight(make_policy, now, settings):
@@ -350,9 +339,7 @@ def test_dispatch__respects_the_global_limit_of_batches_in_flight(make_policy, n
 def test_dispatch__a_second_arm_task_on_the_same_run_sweeps_nothing_twice(make_policy, now):
     make_policy(batch_size=2)
     put_expired(3, now)
-    queue = Queue(FakeTime(now))
-    queue.deliver = queue.run_batch
-    run = enqueue(now, queue)
+    run, queue = enqueued(now)
     second: list[str] = []
 
     def dispatcher_arrives(payload: dict[str, Any]) -> None:
@@ -508,9 +495,7 @@ def test_guard__over_budget_publishes_nothing_and_counts_deferred(make_policy, n
 def test_guard__dispatch_resumes_within_the_run_when_there_is_headroom(make_policy, now):
     make_policy(batch_size=2)
     records = put_expired(4, now)
-    queue = Queue(FakeTime(now))
-    queue.deliver = queue.run_batch
-    run = enqueue(now, queue)
+    run, queue = enqueued(now)
     readings = iter([True] * 20)
 
     def busy_then_quiet(*, now: datetime) -> GuardReading:

@@ -23,15 +23,9 @@ from retention.models import (
 )
 from retention.storage import KeyResult, Outcome, get_adapter
 from tests.fakes import DiesAfterDelete
-from tests.helpers import add_s3_storage, dry_run, enforce, exists, put_tracked
+from tests.helpers import add_s3_storage, dry_run, enforce, exists, outcomes, put_tracked
 
 pytestmark = pytest.mark.django_db
-
-
-def outcomes(record: RetentionRecord) -> list[str]:
-    return list(
-        DeletionEvent.objects.filter(record=record).order_by("id").values_list("outcome", flat=True)
-    )
 
 
 def start(now: datetime, **kwargs: Any) -> Run:

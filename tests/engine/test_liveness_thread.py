@@ -11,10 +11,9 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 from datetime import timedelta
-from typing import Any
 
 import pytest
-from django.db import connection, connections
+from django.db import connection
 
 from retention import engine
 from retention.engine import outage
@@ -22,7 +21,7 @@ from retention.engine.disposal import DisposalItem, ObjectDisposer
 from retention.engine.pacing import RateGate
 from retention.models import Run, RunMode, RunStatus
 from retention.storage import KeyResult
-from tests.helpers import exists, put_tracked
+from tests.helpers import exists, on_own_connection, put_tracked
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
@@ -59,18 +58,9 @@ def test_liveness__the_lock_is_taken_back_while_the_run_is_in_a_storage_call(mak
     records = [put_tracked(now=now - timedelta(days=31)) for _ in range(3)]
     run = engine.run_start(mode=RunMode.ENFORCE, now=now)
     disposer = StalledDisposer()
-    result: dict[str, Any] = {}
-
-    def execute() -> None:
-        try:
-            result["run"] = engine.run_execute(run=run, clock=lambda: now, disposer=disposer)
-        except BaseException as exc:
-            result["error"] = exc
-        finally:
-            connections.close_all()
-
-    thread = threading.Thread(target=execute)
-    thread.start()
+    thread, result = on_own_connection(
+        lambda: engine.run_execute(run=run, clock=lambda: now, disposer=disposer)
+    )
     try:
         assert disposer.inside.wait(timeout=30)
         first = _lock_holder(run)

@@ -28,6 +28,7 @@ from retention.rows.registration import (
     stable_repr,
 )
 from retention.selectors.version_changes import registration_drift
+from tests.helpers import submitted
 from tests.rowhost.models import Account, RequestLog
 
 pytestmark = pytest.mark.django_db
@@ -80,10 +81,7 @@ def _run(now: datetime, mode: str = "enforce") -> Run:
 
 def _adopt(author: Any, approver: Any, now: datetime) -> PolicyVersion:
     """A draft from the version in force, approved: it records the registration now."""
-    draft = services.policy_version_propose(
-        data_class=DATA_CLASS, retention_period=timedelta(days=30), author=author, now=now
-    )
-    services.policy_version_submit(version=draft, by=author, now=now)
+    draft = submitted(DATA_CLASS, timedelta(days=30), author=author, now=now)
     return services.policy_version_approve(version=draft, approver=approver, now=now)
 
 
@@ -291,10 +289,7 @@ def test_adopting_version__approved_the_class_runs_again_under_the_new_scope(
 def test_approval__refused_when_the_code_changed_after_the_version_was_drafted(
     logs, row_registry, author, approver, now
 ):
-    draft = services.policy_version_propose(
-        data_class=DATA_CLASS, retention_period=timedelta(days=60), author=author, now=now
-    )
-    services.policy_version_submit(version=draft, by=author, now=now)
+    draft = submitted(DATA_CLASS, timedelta(days=60), author=author, now=now)
     _register(row_registry, scope=_only_errors)
 
     with pytest.raises(InvalidPolicyVersion, match="changed after v2 was drafted"):

@@ -7,18 +7,18 @@ must keep its rows, on the one-statement lane and on the collector's.
 
 from __future__ import annotations
 
-import threading
 from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
-from django.db import connection, connections
+from django.db import connection
 from django.db.models.signals import post_delete
 
 from retention import api
 from retention.engine import run_execute, run_start
 from retention.engine.rows import sweep as row_sweep
 from tests.engine.rows.test_engine import _logs
+from tests.helpers import on_own_connection
 from tests.rowhost.models import RequestLog
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
@@ -30,20 +30,11 @@ def _on_delete_receiver(sender: Any, **kwargs: Any) -> None:
 
 def _place_elsewhere(author: Any, now: datetime) -> None:
     """Place a tenant hold on t1 from another connection, committed when this returns."""
-    failed: list[BaseException] = []
-
-    def place() -> None:
-        try:
-            api.place_hold(reason="t1", placed_by=author, tenant_id="t1", now=now)
-        except BaseException as exc:  # reported to the test below
-            failed.append(exc)
-        finally:
-            connections.close_all()
-
-    thread = threading.Thread(target=place)
-    thread.start()
+    thread, result = on_own_connection(
+        lambda: api.place_hold(reason="t1", placed_by=author, tenant_id="t1", now=now)
+    )
     thread.join(30)
-    assert not failed and not thread.is_alive()
+    assert "error" not in result and not thread.is_alive()
 
 
 @pytest.mark.parametrize("receiver", [False, True], ids=["one_statement", "collector"])

@@ -15,7 +15,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -118,7 +117,8 @@ def private_postgres() -> Iterator[PrivatePostgres]:
     """A PostgreSQL cluster of the test's own (initdb, pg_ctl as the postgres user), migrated.
 
     Restarting or stopping it touches no other test's database (NOTES.md).
-    Skips when initdb/pg_ctl are missing, fails under CI=true.
+    Each starts from a copy of one migrated template (fresh, with no other
+    cluster's rows). Skips when initdb/pg_ctl are missing, fails under CI=true.
     """
     initdb, pg_ctl = postgres_tool("initdb"), postgres_tool("pg_ctl")
     if initdb is None or pg_ctl is None:
@@ -126,31 +126,17 @@ def private_postgres() -> Iterator[PrivatePostgres]:
         if os.environ.get("CI") == "true":
             pytest.fail(f"CI=true but {message}")
         pytest.skip(message)
-    # Not under pytest's own (private) temporary directory: the postgres user must reach it.
-    root = Path(tempfile.mkdtemp(prefix="lethe-pg-"))
     as_postgres = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
-    if as_postgres:
-        shutil.chown(root, user="postgres")
-    data, sockets = root / "data", root / "sock"
-    sockets.mkdir()
-    if as_postgres:
-        shutil.chown(sockets, user="postgres")
-    subprocess.run(
-        [*as_postgres, initdb, "-D", str(data), "-U", "postgres", "--auth=trust", "-E", "UTF8"],
-        check=True,
-        capture_output=True,
-        timeout=120,
-    )
-    running = PrivatePostgres(data, sockets, free_port(), pg_ctl, as_postgres)
+    from tests.pg_template import migrated_template, postgres_root
+
+    template = migrated_template(initdb, pg_ctl, as_postgres)
+    root = postgres_root(as_postgres)
+    data = root / "data"
+    # cp -a keeps the owner and the 0700 mode PostgreSQL insists on.
+    subprocess.run(["cp", "-a", str(template), str(data)], check=True, timeout=120)
+    running = PrivatePostgres(data, root / "sock", free_port(), pg_ctl, as_postgres)
     try:
         running.start()
-        import psycopg
-
-        with psycopg.connect(
-            f"postgres://postgres@127.0.0.1:{running.port}/postgres", autocommit=True
-        ) as conn:
-            conn.execute("CREATE DATABASE lethe")
-        manage(running, "migrate", "--no-input", timeout=180)
         yield running
     finally:
         subprocess.run(

@@ -99,7 +99,11 @@ def cluster(
     logs.mkdir()
     running = Cluster(env=env, log_dir=logs)
     yield running
-    running.stop()
+    # The test is over: every process of the cluster ends at once, as kill_9
+    # does. A graceful stop (one SIGINT: tests/install and the outage tests'
+    # workers use it) waits 1-2 s a test for the workers and the monitor.
+    if running.process is not None and running.process.poll() is None:
+        running.kill_9()
 
 
 def finished(run: Run) -> Callable[[], bool]:
@@ -122,7 +126,7 @@ def wait_for(condition: Callable[[], bool], *, timeout: float, cluster: Cluster,
     while time.monotonic() < deadline:
         if condition():
             return
-        time.sleep(0.5)
+        time.sleep(0.1)
     pytest.fail(
         f"timed out after {timeout:.0f}s waiting for {what}; cluster log:\n{cluster.logs()}"
     )

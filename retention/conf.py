@@ -120,6 +120,13 @@ def names(value: Any) -> tuple[str, ...]:
     return tuple(dict.fromkeys(entries(value)))
 
 
+def words(value: Any) -> tuple[str, ...]:
+    """Like ``names``, but any iterable of words is taken as it comes (a set sorted)."""
+    if not isinstance(value, str | list | tuple | set | frozenset):
+        value = list(value)
+    return names(value)
+
+
 def networks(value: Any) -> tuple[IPNetwork, ...]:
     """``entries``, each an IP address or a CIDR network."""
     found = []
@@ -351,7 +358,7 @@ class RetentionSettings:
     )
     PERSONAL_FIELD_NAMES = Setting(
         (),
-        names,
+        words,
         "Words in a field's name that make it personal-looking, besides the built-in ones; "
         "a phrase (``tax id``) matches its words in a row (``tax_id``, ``taxId``).",
     )

@@ -51,9 +51,19 @@ def test_name_lists__take_a_list_or_a_comma_string_each_name_once(settings, name
     setattr(settings, f"RETENTION_{name}", {"b", "a"})
     assert getattr(retention_settings, name) == ("a", "b")  # a set, sorted
 
-    setattr(settings, f"RETENTION_{name}", 5)
+
+def test_object_lock_holds__refuses_a_value_that_is_not_a_list_or_a_string(settings):
+    settings.RETENTION_OBJECT_LOCK_HOLDS = 5
     with pytest.raises(ValueError, match="expected a list or a comma-separated string, not 5"):
-        getattr(retention_settings, name)
+        getattr(retention_settings, "OBJECT_LOCK_HOLDS")  # noqa: B009
+
+
+def test_personal_field_names__take_any_iterable_of_words_as_before(settings):
+    settings.RETENTION_PERSONAL_FIELD_NAMES = {"tax id": "why", "ssn": "why"}
+    assert retention_settings.PERSONAL_FIELD_NAMES == ("tax id", "ssn")
+
+    settings.RETENTION_PERSONAL_FIELD_NAMES = (word for word in ["iban", " iban"])
+    assert retention_settings.PERSONAL_FIELD_NAMES == ("iban",)
 
 
 def test_metrics_allowed_ips__take_the_same_list_or_comma_string(settings):

@@ -22,3 +22,14 @@ interpreter that has nothing else.
 - ``verify``: a receipt and a signed head against a chain head file.
 - ``cli``, ``__main__``: ``python -m retention.receipts verify|verify-head``.
 """
+
+from retention.receipts.cli import main
+from retention.receipts.verify import (
+    receipt_signed_head_problems,
+    signed_head_check,
+    verify_receipt,
+)
+
+# The names a tenant's script imported from ``retention.receipts`` when it
+# was one module: they stay importable from the package.
+__all__ = ["main", "receipt_signed_head_problems", "signed_head_check", "verify_receipt"]

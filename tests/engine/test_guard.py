@@ -167,6 +167,10 @@ def test_guard__the_kept_module_is_the_engines_guard():
 
     assert kept.GuardReading is GuardReading
     assert kept.oldest_queued_task_age is oldest_queued_task_age
+    import retention.engine.guard as guard
+
+    for name in ("DEFAULT_SIGNAL", "broker_kind", "foreground_guard_read"):
+        assert getattr(kept, name) is getattr(guard, name), name
 
 
 def test_guard_orm__budget_comes_from_the_setting(orm_queue, settings):

@@ -17,6 +17,10 @@ this process: ``queue/`` (a real ``qcluster``), ``install/`` (the wheel in
 fresh virtualenvs), ``recipes/`` (real third-party packages), ``uploads/``
 (the example host). ``hosts/`` holds the host settings of the import test and
 ``rowhost/`` the Django app whose models the row tests govern. Shared
-helpers and fixtures sit at this level (``conftest.py``, ``helpers.py``,
-``factories.py``, ``s3server.py``, ``settings.py``).
+helpers and fixtures sit at this level: ``conftest.py``, ``helpers.py``,
+``factories.py``, ``fakes.py`` (clocks, queues, guards and disposers that
+stand in for time and workers), ``subprocesses.py`` (``manage.py``, private
+PostgreSQL clusters from ``pg_template.py``, ``qcluster``), ``motoserver.py``
+and ``s3server.py`` (moto in server mode), ``browser.py``, ``settings.py`` and
+``qcluster_settings.py``. ``test_host_clocks.py`` tests ``retention/clock.py``.
 """

@@ -37,7 +37,7 @@ Modules, one concept each:
 Imported one way, each only from those before it: ``rules``, ``leases``,
 ``outage``, ``pacing``, ``guard`` ← ``disposal`` ← ``ledger`` ← ``breaker``,
 ``stepping``, ``claims`` ← ``events`` ← ``finalize`` ← ``page`` ←
-``overlap`` ← ``rows`` ← ``measure`` ← ``inline`` ← ``publish`` ←
+``overlap`` ← ``rows`` ← ``measure`` ← ``inline`` ← ``at_write``, ``publish`` ←
 ``queued`` ← ``batch``, ``schedule``, ``reconcile``. The one call back,
 claims to page, imports inside its function.
 

@@ -64,7 +64,7 @@ def hold_in_flight(hold: LegalHold) -> int:
 def mirrored_storages() -> tuple[str, ...]:
     """The storage aliases whose objects carry an Object Lock legal hold while held.
 
-    None while ``RETENTION_OBJECT_LOCK_HOLDS`` cannot be read (check
+    Empty while ``RETENTION_OBJECT_LOCK_HOLDS`` cannot be read (check
     retention.E025 reports it): the mirror, tracking and reconciliation
     read it here, so all three agree.
     """

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from functools import partial
 
 import pytest
 from django.core.files.base import ContentFile
@@ -182,25 +183,13 @@ def _raw_version(policy, number, *, author, approver, status, now):
 def test_database__refuses_a_second_approved_version_of_one_policy(author, approver, now):
     first = approved("pod.scan", timedelta(days=30), author=author, approver=approver, now=now)
 
+    second = partial(_raw_version, first.policy, 2, author=author, approver=approver, now=now)
+
     with pytest.raises(IntegrityError), transaction.atomic():
-        _raw_version(
-            first.policy,
-            2,
-            author=author,
-            approver=approver,
-            status=PolicyVersionStatus.APPROVED,
-            now=now,
-        )
+        second(status=PolicyVersionStatus.APPROVED)
 
     # The same row is fine once it is not a second approved one.
-    _raw_version(
-        first.policy,
-        2,
-        author=author,
-        approver=approver,
-        status=PolicyVersionStatus.SUPERSEDED,
-        now=now,
-    )
+    second(status=PolicyVersionStatus.SUPERSEDED)
 
 
 def test_database__refuses_an_approved_version_approved_by_its_author(author, approver, now):

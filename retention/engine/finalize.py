@@ -15,7 +15,6 @@ import uuid
 from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime, timedelta
-from functools import partial
 
 from django.db import connection, transaction
 
@@ -25,7 +24,7 @@ from retention.conf import settings
 from retention.engine.claims import Claim, ClaimedItem
 from retention.engine.events import ClaimOutcome, event_for
 from retention.engine.ledger import run_counts_add, run_counts_sql
-from retention.engine.outage import db_retry
+from retention.engine.outage import retried
 from retention.models import EventOutcome, RecordState, RetentionRecord
 from retention.selectors.holds import (
     held_record_ids,
@@ -59,6 +58,7 @@ _UNFINISHED_FIELDS = [
 ]
 
 
+@retried("finalize")
 def finalize(
     claim: Claim,
     items: Sequence[ClaimedItem],
@@ -72,20 +72,6 @@ def finalize(
     The page's deletes are done: only this step waits for the database to
     come back (``retention.engine.outage``), and doing it twice is safe.
     """
-    return db_retry(
-        partial(_finalize, claim, items, results, max_attempts=max_attempts, now=now),
-        what="finalize",
-    )
-
-
-def _finalize(
-    claim: Claim,
-    items: Sequence[ClaimedItem],
-    results: dict[int, KeyResult],
-    *,
-    max_attempts: int,
-    now: datetime,
-) -> ClaimOutcome:
     outcome = ClaimOutcome()
     by_id = {item.record_id: item for item in items}
     succeeded = [rid for rid in by_id if results[rid].outcome in (Outcome.DELETED, Outcome.ABSENT)]

@@ -28,7 +28,8 @@ import uuid
 import zlib
 from collections.abc import Callable, Iterable
 from datetime import datetime
-from typing import TypeVar
+from functools import partial, wraps
+from typing import ParamSpec, TypeVar
 
 from django.db import (
     DatabaseError,
@@ -53,6 +54,7 @@ from retention.models import (
 logger = logging.getLogger("retention.engine")
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 # The first key of the run's advisory lock: "LETH", so no other user of
 # two-key advisory locks is likely to collide with it.
@@ -131,6 +133,19 @@ def db_retry(
             if reconnected is not None:
                 reconnected()
         return result
+
+
+def retried(what: str) -> Callable[[Callable[P, T]], Callable[P, T]]:
+    """A step every call of which is done with ``db_retry`` (``what`` names it in the log)."""
+
+    def wrap(step: Callable[P, T]) -> Callable[P, T]:
+        @wraps(step)
+        def retried_step(*args: P.args, **kwargs: P.kwargs) -> T:
+            return db_retry(partial(step, *args, **kwargs), what=what)
+
+        return retried_step
+
+    return wrap
 
 
 def as_unavailable(exc: BaseException) -> DatabaseUnavailable | None:

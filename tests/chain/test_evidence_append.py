@@ -53,6 +53,19 @@ def _events(run: Run, version: Any, now: datetime, keys: list[str]) -> list[NewE
     ]
 
 
+def _append(
+    run: Run, version: Any, now: datetime, keys: list[str], known_new: bool = False, **counts: int
+) -> list[Any]:
+    """Append the events named ``keys``, with ``counts`` added to the run's as their ``also``."""
+    return events_append(
+        _events(run, version, now, keys),
+        run_id=run.pk,
+        now=now,
+        known_new=known_new,
+        also=run_counts_sql(run.pk, Counter(counts)),
+    )
+
+
 @pytest.mark.parametrize("known_new", [False, True])
 def test_events_append__also_runs_once_with_new_events(
     make_policy: Any, now: datetime, known_new: bool
@@ -60,13 +73,7 @@ def test_events_append__also_runs_once_with_new_events(
     version, run = make_policy("logs.request"), _run(now)
 
     with transaction.atomic():
-        fresh = events_append(
-            _events(run, version, now, ["a", "b"]),
-            run_id=run.pk,
-            now=now,
-            known_new=known_new,
-            also=run_counts_sql(run.pk, Counter(deleted=2, claimed=2)),
-        )
+        fresh = _append(run, version, now, ["a", "b"], known_new, deleted=2, claimed=2)
 
     run.refresh_from_db()
     assert (run.deleted, run.claimed, len(fresh)) == (2, 2, 2)
@@ -83,20 +90,9 @@ def test_events_append__also_runs_once_when_the_events_are_recorded_already(
 
     with transaction.atomic():
         # "a" is recorded: with known_new, the insert is refused and the look-up runs.
-        fresh = events_append(
-            _events(run, version, now, ["a", "b"]),
-            run_id=run.pk,
-            now=now,
-            known_new=known_new,
-            also=run_counts_sql(run.pk, Counter(deleted=1)),
-        )
+        fresh = _append(run, version, now, ["a", "b"], known_new, deleted=1)
     with transaction.atomic():
-        nothing = events_append(
-            _events(run, version, now, ["b"]),
-            run_id=run.pk,
-            now=now,
-            also=run_counts_sql(run.pk, Counter(deleted=1)),
-        )
+        nothing = _append(run, version, now, ["b"], deleted=1)
 
     run.refresh_from_db()
     assert [e.idempotency_key for e in fresh] == ["b"]
@@ -111,12 +107,7 @@ def test_events_append__also_runs_without_events_and_rolls_back_with_them(
     version, run = make_policy("logs.request"), _run(now)
     events_append([], run_id=run.pk, now=now, also=run_counts_sql(run.pk, Counter(failed=3)))
     with pytest.raises(RuntimeError), transaction.atomic():
-        events_append(
-            _events(run, version, now, ["a"]),
-            run_id=run.pk,
-            now=now,
-            also=run_counts_sql(run.pk, Counter(failed=5)),
-        )
+        _append(run, version, now, ["a"], failed=5)
         raise RuntimeError("the page fails after its events")
 
     run.refresh_from_db()

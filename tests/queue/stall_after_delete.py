@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,19 +19,13 @@ from retention.storage.s3 import S3Adapter
 
 
 class StallsAfterDelete(S3Adapter):
-    def delete_many(
-        self,
-        keys: Sequence[str],
-        *,
-        erase_versions: bool = False,
-        probe: Collection[str] = (),
-    ) -> dict[str, KeyResult]:
+    def delete_many(self, keys: Sequence[str], **options: Any) -> dict[str, KeyResult]:
         marker = Path(os.environ["LETHE_STALL_MARKER"])
         prefix = os.environ["LETHE_STALL_PREFIX"]
         if marker.exists() or not any(key.startswith(prefix) for key in keys):
-            return super().delete_many(keys, erase_versions=erase_versions, probe=probe)
+            return super().delete_many(keys, **options)
         reached = list(keys)[: int(os.environ["LETHE_STALL_AFTER"])]
-        super().delete_many(reached, erase_versions=erase_versions, probe=probe)
+        super().delete_many(reached, **options)
         marker.write_text(str(len(reached)))
         time.sleep(3600)
         raise SystemExit("killed")

@@ -19,17 +19,18 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from functools import wraps
+from typing import Any, ParamSpec, TypeVar
 
 from django.conf import settings as django_settings
 from django.db import models
 
-from retention.chain.events import NewEvent, events_append
+from retention.chain.events import EventsRecorded, NewEvent, events_append
 from retention.chain.row_keys import row_keys_record
 from retention.digest import key_digest, key_digests_raw
 from retention.engine.ledger import run_counts_sql
@@ -66,6 +67,28 @@ def keys_looked_up() -> Iterator[None]:
         yield
     finally:
         _look_up.reset(token)
+
+
+_P = ParamSpec("_P")
+_T = TypeVar("_T")
+
+
+def new_events_trusted(page: Callable[_P, _T]) -> Callable[_P, _T]:
+    """A page whose events are trusted to be new (its rows were there, locked).
+
+    Should one be recorded already (``EventsRecorded``: the page rolled
+    back), the page is done again with its keys looked up.
+    """
+
+    @wraps(page)
+    def trusted_page(*args: _P.args, **kwargs: _P.kwargs) -> _T:
+        try:
+            return page(*args, **kwargs)
+        except EventsRecorded:
+            with keys_looked_up():
+                return page(*args, **kwargs)
+
+    return trusted_page
 
 
 @dataclass(slots=True)

@@ -33,8 +33,7 @@ from typing import Any
 from django.db import models, router, transaction
 from django.db.models.deletion import Collector, ProtectedError, RestrictedError
 
-from retention.chain.events import EventsRecorded
-from retention.engine.rows.evidence import RowEvents, keys_looked_up
+from retention.engine.rows.evidence import RowEvents, new_events_trusted
 from retention.engine.rows.files import files_delete, held_file_rows
 from retention.engine.rows.plain import (
     CascadeViolation,
@@ -63,6 +62,7 @@ from retention.selectors.run_rules import ClassRules
 logger = logging.getLogger("retention.engine")
 
 
+@new_events_trusted
 def rows_page(
     *,
     run: Run,
@@ -76,23 +76,8 @@ def rows_page(
 
     Its events are trusted to be new (the rows were there, locked); should
     one be recorded already, the page rolls back and is done again with its
-    keys looked up.
+    keys looked up (``new_events_trusted``).
     """
-    try:
-        return _page(run, row, rules, cursor, limit, now)
-    except EventsRecorded:
-        with keys_looked_up():
-            return _page(run, row, rules, cursor, limit, now)
-
-
-def _page(
-    run: Run,
-    row: RowClass,
-    rules: ClassRules,
-    cursor: RowCursor | None,
-    limit: int,
-    now: datetime,
-) -> RowPage:
     if rules.disposition == Disposition.REDACT:
         return redact_page(
             run=run, row=row, rules=rules, first=cursor is None, limit=limit, now=now

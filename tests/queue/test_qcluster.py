@@ -196,8 +196,11 @@ def test_qcluster__schedule_fires_a_run_that_deletes_every_expired_object(
     doomed = seed_s3(s3_client, s3_bucket, 120, at=now - timedelta(days=31), prefix="old")
     kept = seed_s3(s3_client, s3_bucket, 10, at=now - timedelta(days=1), prefix="new")
     schedules_install(cron="17 2 * * *", now=now)
-    # Due now: the cluster's scheduler fires it at its first tick (~30 s).
+    # Due now: the cluster's scheduler fires it at its first tick, which a
+    # 30 s guard cycle makes the guard's first loop, at start (not 30 s in).
+    # Worker timeouts are then counted in steps of 30 s: 30, and retry after.
     Schedule.objects.filter(name=SWEEP_SCHEDULE).update(next_run=now - timedelta(minutes=1))
+    cluster.env.update({"Q_GUARD_CYCLE": "30", "Q_TIMEOUT": "30", "Q_RETRY": "40"})
     # One page a batch task here, so the run's batches can be counted.
     cluster.env["RETENTION_BATCH_SECONDS"] = "0"
 

@@ -15,7 +15,9 @@ the restart lands mid-run:
 
 from __future__ import annotations
 
+import subprocess
 import time
+from collections.abc import Callable
 
 import pytest
 
@@ -31,19 +33,31 @@ from tests.subprocesses import (
 pytestmark = [pytest.mark.postgres, pytest.mark.timeout(120)]
 
 
+def _outage_mid_run(
+    cluster: PrivatePostgres,
+    data_class: str,
+    outage: Callable[[], object],
+    *,
+    timeout: float,
+    **extra: str,
+) -> tuple[subprocess.Popen[str], str, str]:
+    """``run_retention`` as a subprocess, ``outage`` once it deletes; its output at its end."""
+    process = start_run(cluster, data_class, **extra)
+    wait_until_deleting(cluster, data_class, process)
+    outage()
+    try:
+        out, err = process.communicate(timeout=timeout)
+    finally:
+        process.kill()
+    return process, out, err
+
+
 def test_run_retention__a_postgres_restart_mid_run_is_waited_out_and_the_run_finishes(
     cluster: PrivatePostgres,
 ) -> None:
     data_class = seed(cluster, count=120, rate=20)  # 10 records a page, about 6 s
     started = time.monotonic()
-    process = start_run(cluster, data_class)
-    wait_until_deleting(cluster, data_class, process)
-
-    cluster.restart()
-    try:
-        out, err = process.communicate(timeout=60)
-    finally:
-        process.kill()
+    process, out, err = _outage_mid_run(cluster, data_class, cluster.restart, timeout=60)
 
     assert process.returncode == 0, err
     assert "Traceback" not in err
@@ -57,14 +71,11 @@ def test_run_retention__a_database_away_too_long_stops_with_one_line_and_the_nex
 ) -> None:
     data_class = seed(cluster, count=120, rate=20)
     started = time.monotonic()
-    process = start_run(cluster, data_class, RETENTION_DATABASE_RETRY_SECONDS="3")
-    wait_until_deleting(cluster, data_class, process)
-
-    cluster.stop()
     try:
-        out, err = process.communicate(timeout=30)
+        process, out, err = _outage_mid_run(
+            cluster, data_class, cluster.stop, timeout=30, RETENTION_DATABASE_RETRY_SECONDS="3"
+        )
     finally:
-        process.kill()
         cluster.start()
 
     assert process.returncode == 1

@@ -102,15 +102,21 @@ def track(
     data_class: str,
     object_key: str,
     storage: str = "default",
+    subject_id: str | int | None = None,
     now: datetime | None = None,
 ) -> RetentionRecord:
-    """Start the retention clock of an object the host has just written."""
+    """Start the retention clock of an object the host has just written.
+
+    ``subject_id``, the host's stable id of the person the object is about,
+    is kept as a keyed digest (``record.subject_digest``), never as given.
+    """
     now = _now(now)
     record = services.record_track(
         tenant_id=tenant_id,
         data_class=data_class,
         object_key=object_key,
         storage=storage,
+        subject_id=subject_id,
         now=now,
     )
     engine.record_dispose_at_write(record=record, now=now)

@@ -1,15 +1,24 @@
-"""Keyed digest of object keys: the audit trail can name an object without
-revealing its key (keys often embed customer names or file names)."""
+"""Keyed digests of object keys and of data subjects' ids.
+
+The audit trail can name an object without revealing its key (keys often
+embed customer names or file names), and a record names its data subject
+without holding the subject's id (``subject_digest``).
+"""
 
 from __future__ import annotations
 
 import hashlib
 import hmac
 from collections.abc import Iterable
+from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
 
 from retention.conf import settings
+from retention.exceptions import RetentionError
+
+# Kept apart from object keys': a subject id never digests to an object key's digest.
+SUBJECT_DOMAIN = b"retention.subject\x00"
 
 
 def _secret() -> bytes:
@@ -37,3 +46,22 @@ def key_digests_raw(object_keys: Iterable[str]) -> list[bytes]:
         mac.update(object_key.encode())
         digests.append(mac.digest())
     return digests
+
+
+def subject_id_text(subject_id: Any) -> str:
+    """A data subject's id as the text its digest is taken of: a non-empty string or an int."""
+    if isinstance(subject_id, bool) or not isinstance(subject_id, str | int):
+        raise RetentionError(
+            f"subject_id is a string or an integer (the host's stable id of the person), "
+            f"not {type(subject_id).__name__}."
+        )
+    text = str(subject_id)
+    if not text.strip():
+        raise RetentionError("subject_id is empty.")
+    return text
+
+
+def subject_digest(subject_id: Any) -> str:
+    """The keyed digest (HMAC-SHA256, hex) of a data subject's id: what a record keeps of it."""
+    text = subject_id_text(subject_id)
+    return hmac.new(_secret(), SUBJECT_DOMAIN + text.encode(), hashlib.sha256).hexdigest()

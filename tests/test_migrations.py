@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from datetime import timedelta
 from io import StringIO
 
 import pytest
@@ -9,8 +10,10 @@ from django.contrib.contenttypes.models import ContentType
 from django.core.management import call_command
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
+from django.utils import timezone
 from rest_framework_api_key.crypto import KeyGenerator
 
+from retention.models import PolicyVersion as PolicyVersionNow
 from retention.rest.models import TenantAPIKey
 from tests.factories import UserFactory
 
@@ -55,3 +58,36 @@ def test_migrations__an_upgraded_database_keeps_its_api_keys_and_their_permissio
     assert keeper.has_perm("retention_rest.revoke_tenantapikey")
     assert ContentType.objects.get_for_model(TenantAPIKey).pk == old_type.pk
     assert not ContentType.objects.filter(app_label="retention", model="tenantapikey").exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_migrations__versions_written_before_on_erasure_do_what_their_disposition_does():
+    before = [("retention", "0015_record_subject")]
+    executor = MigrationExecutor(connection)
+    executor.migrate(before)
+    old_apps = executor.loader.project_state(before).apps
+    author = UserFactory(username="author")
+    Policy = old_apps.get_model("retention", "Policy")
+    PolicyVersion = old_apps.get_model("retention", "PolicyVersion")
+    ids = {}
+    for data_class, disposition in (("accounts.redact", "redact"), ("idv.photo", "delete")):
+        policy = Policy.objects.create(data_class=data_class)
+        version = PolicyVersion.objects.create(
+            policy=policy,
+            number=1,
+            retention_period=timedelta(days=30),
+            disposition=disposition,
+            author_id=author.pk,
+            created_at=timezone.now(),
+        )
+        ids[data_class] = version.pk
+
+    executor = MigrationExecutor(connection)
+    executor.migrate(executor.loader.graph.leaf_nodes())
+
+    on_erasure = dict(
+        PolicyVersionNow.objects.filter(pk__in=ids.values()).values_list(
+            "policy__data_class", "on_erasure"
+        )
+    )
+    assert on_erasure == {"accounts.redact": "redact", "idv.photo": "delete"}

@@ -28,6 +28,7 @@ from retention.admin.base import (
 from retention.durations import HumanDurationField, format_duration
 from retention.models import (
     Disposition,
+    ErasureAction,
     Policy,
     PolicyVersion,
     PolicyVersionStatus,
@@ -78,6 +79,14 @@ class VersionRulesForm(forms.ModelForm[PolicyVersion]):
         "confirmation.",
     )
 
+    on_erasure = forms.ChoiceField(
+        choices=[("", "As the disposition")],
+        required=False,
+        help_text="What an erasure request (a person's, or a tenant's offboarding) does to "
+        "this class's items of its subject: delete, redact (model rows registered with "
+        "redact={...}) or keep, with the legal basis below. Empty: what the disposition does.",
+    )
+
     class Meta:
         model = PolicyVersion
         fields = list(RULE_FORM_FIELDS)
@@ -90,19 +99,36 @@ class VersionRulesForm(forms.ModelForm[PolicyVersion]):
             "breaker_min_count": "The breaker never trips below this many, e.g. 1000; raise "
             "it for a class whose first sweep is known to be large. Empty: "
             "RETENTION_BREAKER_MIN_COUNT.",
+            "erasure_basis": "For on erasure 'keep': the written legal basis, e.g. "
+            "'invoices are kept 10 years under tax law'. A certificate names it.",
         }
+        widgets = {"erasure_basis": forms.Textarea(attrs={"rows": 2})}
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         field = self.fields["disposition"]
         assert isinstance(field, forms.ChoiceField)
         field.choices = disposition_choices(self.governed_data_class())
+        erasure = self.fields["on_erasure"]
+        assert isinstance(erasure, forms.ChoiceField)
+        erasure.choices = [("", "As the disposition"), *erasure_choices(self.governed_data_class())]
 
     def governed_data_class(self) -> str:
         """The data class the version is of (the draft's own, once it exists)."""
         if self.instance.pk is not None:
             return str(self.instance.policy.data_class)
         return str(self.data.get("data_class") or self.initial.get("data_class") or "")
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        if not cleaned.get("on_erasure"):
+            cleaned["on_erasure"] = cleaned.get("disposition") or Disposition.DELETE.value
+        basis = (cleaned.get("erasure_basis") or "").strip()
+        if cleaned["on_erasure"] == ErasureAction.KEEP and not basis:
+            self.add_error(
+                "erasure_basis", "Keeping a subject's data after an erasure needs its legal basis."
+            )
+        return cleaned
 
     def clean_batch_size(self) -> int:
         value: int = self.cleaned_data["batch_size"]
@@ -130,6 +156,17 @@ def disposition_choices(data_class: str) -> list[tuple[str, str]]:
     row = row_class(data_class) if data_class else None
     if row is not None and row.redact:
         choices.append((Disposition.REDACT.value, "Redact (keep the row, replace its fields)"))
+    return choices
+
+
+def erasure_choices(data_class: str) -> list[tuple[str, str]]:
+    """What an erasure may do to the class: delete and keep always; redact for a class
+    of model rows registered with redaction strategies."""
+    choices = [(ErasureAction.DELETE.value, "Delete the subject's items")]
+    row = row_class(data_class) if data_class else None
+    if row is not None and row.redact:
+        choices.append((ErasureAction.REDACT.value, "Redact the subject's rows"))
+    choices.append((ErasureAction.KEEP.value, "Keep them, under a legal basis"))
     return choices
 
 

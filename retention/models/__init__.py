@@ -10,6 +10,7 @@ from retention.models.control import (
     BreakerTrip,
     KillSwitch,
 )
+from retention.models.erasure import ErasureAction
 from retention.models.events import (
     ChainHead,
     DeletionEvent,
@@ -59,6 +60,7 @@ __all__ = [
     "DataClassMode",
     "DeletionEvent",
     "Disposition",
+    "ErasureAction",
     "EventBatch",
     "EventKind",
     "EventOutcome",

@@ -10,6 +10,8 @@ from django.core.validators import RegexValidator
 from django.db import models
 from django.db.models import Q
 
+from retention.models.erasure import ErasureAction
+
 if TYPE_CHECKING:
     pass
 
@@ -116,6 +118,13 @@ class PolicyVersion(models.Model):
     breaker_max_fraction = models.FloatField(null=True, blank=True)
     breaker_max_multiple = models.FloatField(null=True, blank=True)
     breaker_min_count = models.PositiveIntegerField(null=True, blank=True)
+    # What an erasure request does to this class's items of its subject, and
+    # for "keep" the written legal basis (e.g. invoices kept ten years under
+    # tax law); approved like every other rule of the version.
+    on_erasure = models.CharField(
+        max_length=10, choices=ErasureAction.choices, default=ErasureAction.DELETE
+    )
+    erasure_basis = models.TextField(blank=True, default="")
 
     author = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
     created_at = models.DateTimeField()
@@ -162,6 +171,11 @@ class PolicyVersion(models.Model):
             models.CheckConstraint(
                 condition=Q(batch_size__gte=1) & Q(batch_size__lte=10000),
                 name="retention_pv_batch_size_range",
+            ),
+            models.CheckConstraint(
+                condition=Q(on_erasure__in=ErasureAction.values)
+                & (~Q(on_erasure=ErasureAction.KEEP) | ~Q(erasure_basis="")),
+                name="retention_pv_erasure_keep_has_basis",
             ),
         ]
 

@@ -247,6 +247,9 @@ class RetentionRecord(models.Model):
     # fresh idempotency key.
     reappearances = models.PositiveIntegerField(default=0, db_default=0)
     reappeared_at = models.DateTimeField(null=True, blank=True)
+    # The data subject, as ``retention.digest.subject_digest`` of the id the
+    # host gave ``track(subject_id=)``; never the id. "" when none was given.
+    subject_digest = models.CharField(max_length=64, blank=True, default="", db_default="")
 
     objects = RecordQuerySet.as_manager()
 
@@ -307,6 +310,12 @@ class RetentionRecord(models.Model):
                 fields=["reappeared_at"],
                 condition=Q(reappeared_at__isnull=False, deleted_at__isnull=True),
                 name="retention_record_reappeared",
+            ),
+            # An erasure request finds a subject's records; only records with a subject.
+            models.Index(
+                fields=["subject_digest", "tenant_id"],
+                condition=~Q(subject_digest=""),
+                name="retention_record_subject",
             ),
         ]
 

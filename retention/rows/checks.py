@@ -52,7 +52,7 @@ def check_row_classes(
         if leading is None and _needs_index_lookup(row):
             leading = _planned_indexes() | _database_indexes(rows, kwargs.get("databases"))
         messages += _time_fields(row, leading or set())
-        messages += _tenant_field(row)
+        messages += _field_paths(row)
         messages += _redact(row)
         messages += _files(row)
     return messages
@@ -269,11 +269,18 @@ def _missing_index(row: RowClass, option: str, field: models.Field[Any, Any]) ->
     )
 
 
-def _tenant_field(row: RowClass) -> list[CheckMessage]:
-    if row.tenant_field is None:
-        return []
+def _field_paths(row: RowClass) -> list[CheckMessage]:
+    messages: list[CheckMessage] = []
+    for option, path in (("tenant_field", row.tenant_field), ("subject_field", row.subject_field)):
+        if path is not None:
+            messages += _field_path(row, option, path)
+    return messages
+
+
+def _field_path(row: RowClass, option: str, path: str) -> list[CheckMessage]:
+    """A column of the model, or a path of relations to one (tenant_field, subject_field)."""
     model = row.model
-    *hops, last = row.tenant_field.split("__")
+    *hops, last = path.split("__")
     for hop in hops:
         try:
             relation = model._meta.get_field(hop)
@@ -283,7 +290,7 @@ def _tenant_field(row: RowClass) -> list[CheckMessage]:
         if not (isinstance(target, type) and issubclass(target, models.Model)):
             return [
                 Error(
-                    f"{_who(row)}: tenant_field {row.tenant_field!r} goes through {hop!r}, "
+                    f"{_who(row)}: {option} {path!r} goes through {hop!r}, "
                     f"which is not a relation of {model._meta.label}.",
                     hint="Give a column of the model, or a path of relations to one, "
                     "e.g. 'account__tenant_id'.",
@@ -293,7 +300,7 @@ def _tenant_field(row: RowClass) -> list[CheckMessage]:
         model = target
     field = _column(model, last)
     if field is None or field.many_to_many:
-        return [_unknown(row, f"tenant_field {row.tenant_field!r}", last, model)]
+        return [_unknown(row, f"{option} {path!r}", last, model)]
     return []
 
 

@@ -42,6 +42,7 @@ PARTS: tuple[tuple[str, str], ...] = (
     ("age_field", "cut by the rows' own age, column"),
     ("expires_field", "cut by the deadline the host writes, column"),
     ("tenant_field", "tenant column"),
+    ("subject_field", "data subject column"),
     ("scope", "scope (the rows the class covers)"),
     ("redact", "redaction strategies"),
     ("files", "files deleted with each row"),
@@ -106,6 +107,8 @@ def registration_of(row: RowClass) -> dict[str, Any]:
         "redact": {name: stable_repr(s) for name, s in sorted(row.redact.items())},
         "files": list(row.files),
         "evidence": row.evidence,
+        # Only when set: registrations approved before subject links keep their fingerprint.
+        **({"subject_field": row.subject_field} if row.subject_field else {}),
     }
 
 

@@ -42,6 +42,7 @@ class RowClass:
     redact: Mapping[str, Any] = field(default_factory=dict)
     files: tuple[str, ...] = ()
     evidence: Evidence = "per_row"
+    subject_field: str | None = None
 
     @property
     def label(self) -> str:
@@ -86,13 +87,17 @@ def register_model(
     redact: Mapping[str, Any] | None = None,
     files: tuple[str, ...] | list[str] = (),
     evidence: Evidence = "per_row",
+    subject_field: str | None = None,
 ) -> RowClass:
     """Govern a host model's rows as the data class ``data_class``; call it in ``ready()``.
 
     Rows come due by ``age_field`` (their own timestamp, against a run's
     cutoff) or ``expires_field`` (a deadline the host fills): exactly one.
     ``tenant_field`` (a column or a path such as ``"account__tenant_id"``)
-    lets tenant holds and reports reach the rows; ``scope`` narrows the
+    lets tenant holds and reports reach the rows; ``subject_field`` (a
+    column or a path, e.g. ``"user"`` or ``"order__customer_id"``) names the
+    value that identifies a row's data subject, for erasure requests;
+    ``scope`` narrows the
     queryset; ``redact`` maps fields to ``retention.redaction`` strategies
     for the redact disposition; ``files`` names FileFields whose files go
     with the row. What cannot work is reported by ``manage.py check``.
@@ -119,6 +124,12 @@ def register_model(
             f"register_model({model._meta.label}): scope must be a callable "
             "taking a queryset and returning one."
         )
+    for option, path in (("tenant_field", tenant_field), ("subject_field", subject_field)):
+        if path is not None and (not isinstance(path, str) or not path.strip()):
+            raise ImproperlyConfigured(
+                f"register_model({model._meta.label}): {option} is a field name or a "
+                f"lookup path such as 'account__tenant_id', not {path!r}."
+            )
     if isinstance(files, str):
         raise ImproperlyConfigured(
             f"register_model({model._meta.label}): files is a tuple of field names, "
@@ -140,6 +151,7 @@ def register_model(
         redact=dict(redact or {}),
         files=tuple(files),
         evidence=evidence,
+        subject_field=subject_field,
     )
     if apps.models_ready:
         # In ready(): a scope that reads the clock is refused now. Registered

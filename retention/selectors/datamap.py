@@ -87,7 +87,8 @@ class Governance:
     by_expiry: bool
     oldest_row_at: datetime | None
     last_run: LastRun | None
-    # Not yet part of a registration or a version: shown as "—".
+    # The rows' data subject column (register_model(subject_field=)) and what an
+    # erasure request does to the class (the version in force's on_erasure).
     subject_field: str | None = None
     on_erasure: str | None = None
 
@@ -199,7 +200,9 @@ def _governance(
         version=version.number if version is not None else None,
         retention_period=version.retention_period if version is not None else None,
         disposition=version.disposition if version is not None else None,
+        on_erasure=version.on_erasure if version is not None else None,
         tenant_field=row.tenant_field if row is not None else None,
+        subject_field=row.subject_field if row is not None else None,
         time_field=row.time_field if row is not None else None,
         by_expiry=row.by_expiry if row is not None else False,
         oldest_row_at=oldest,

@@ -27,6 +27,9 @@ VERSION_RULE_FIELDS: tuple[str, ...] = (
     "breaker_max_fraction",
     "breaker_max_multiple",
     "breaker_min_count",
+    # What an erasure request does to the class, and the legal basis of "keep".
+    "on_erasure",
+    "erasure_basis",
 )
 # Rules a version may carry besides its period and lock (keyword arguments).
 RULE_FIELDS = frozenset(VERSION_RULE_FIELDS) - {"retention_period", "locked"}

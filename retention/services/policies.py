@@ -27,6 +27,7 @@ from retention.exceptions import (
 )
 from retention.models import (
     Disposition,
+    ErasureAction,
     Policy,
     PolicyVersion,
     PolicyVersionStatus,
@@ -70,17 +71,41 @@ def policy_version_validate_rules(
     if disposition not in Disposition.values:
         raise InvalidPolicyVersion(f"Unknown disposition {disposition!r}.")
     if disposition == Disposition.REDACT:
-        row = row_class(data_class) if data_class else None
-        if row is None:
-            raise InvalidPolicyVersion(
-                "Disposition 'redact' is for model rows: register the model with "
-                "retention.api.register_model(..., redact={...}); tracked objects are deleted."
-            )
-        if not row.redact:
-            raise InvalidPolicyVersion(
-                f"Disposition 'redact' needs field strategies: {row.label} was registered "
-                "without redact={...}."
-            )
+        _redact_possible("Disposition 'redact'", data_class)
+    _validate_on_erasure(rules, data_class)
+
+
+def _redact_possible(what: str, data_class: str | None) -> None:
+    row = row_class(data_class) if data_class else None
+    if row is None:
+        raise InvalidPolicyVersion(
+            f"{what} is for model rows: register the model with "
+            "retention.api.register_model(..., redact={...}); tracked objects are deleted."
+        )
+    if not row.redact:
+        raise InvalidPolicyVersion(
+            f"{what} needs field strategies: {row.label} was registered without redact={{...}}."
+        )
+
+
+def _validate_on_erasure(rules: dict[str, Any], data_class: str | None) -> None:
+    """What an erasure does to the class: delete, redact (rows with strategies) or keep
+    (with its written legal basis). Absent, it is what the disposition does."""
+    action = rules.get("on_erasure", rules.get("disposition", Disposition.DELETE))
+    if action not in ErasureAction.values:
+        raise InvalidPolicyVersion(
+            f"Unknown on_erasure {action!r}: one of {', '.join(ErasureAction.values)}."
+        )
+    basis = rules.get("erasure_basis", "")
+    if not isinstance(basis, str):
+        raise InvalidPolicyVersion("erasure_basis is text: the legal basis for keeping.")
+    if action == ErasureAction.KEEP and not basis.strip():
+        raise InvalidPolicyVersion(
+            "on_erasure 'keep' needs erasure_basis: the written legal basis for keeping a "
+            "subject's data after an erasure request (e.g. 'invoices: 10 years, tax law')."
+        )
+    if action == ErasureAction.REDACT:
+        _redact_possible("on_erasure 'redact'", data_class)
 
 
 def _validate_breaker_limits(rules: dict[str, Any]) -> None:
@@ -138,7 +163,7 @@ def policy_version_propose(
             created_at=now,
             registration=registration,
             registration_fingerprint=fingerprint(registration) if registration else "",
-            **rules,
+            **{"on_erasure": rules.get("disposition", Disposition.DELETE), **rules},
         )
         version.full_clean(exclude=["policy"])
         version.save()

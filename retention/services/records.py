@@ -11,13 +11,14 @@ import logging
 from collections.abc import Sequence
 from datetime import datetime
 from functools import partial
+from typing import Any
 
 from django.conf import settings as django_settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import models, transaction
 from django.db.models import F
 
-from retention.digest import key_digest
+from retention.digest import key_digest, subject_digest
 from retention.exceptions import (
     InvalidHold,
     NotAllowed,
@@ -45,14 +46,18 @@ def record_track(
     object_key: str,
     now: datetime,
     storage: str = "default",
+    subject_id: Any = None,
 ) -> RetentionRecord:
     """Start the retention clock of an object the host has written.
 
+    ``subject_id`` names the object's data subject; the record keeps its
+    keyed digest (``retention.digest.subject_digest``), never the id.
     A zero period deletes at write time, by a run: the caller has the engine
     sweep the record (``retention.engine.at_write``), as ``retention.api.track`` does.
     """
     if not tenant_id:
         raise RetentionError("tenant_id is required.")
+    subject = "" if subject_id is None else subject_digest(subject_id)
     if storage not in django_settings.STORAGES:
         known = ", ".join(sorted(django_settings.STORAGES))
         raise RetentionError(f"Unknown storage alias {storage!r}; known: {known}.")
@@ -70,6 +75,7 @@ def record_track(
         policy_version=version,
         created_at=now,
         expires_at=now + version.retention_period,
+        subject_digest=subject,
     )
     if storage in mirrored_storages():
         # An active hold may already cover it: its object gets the legal hold.

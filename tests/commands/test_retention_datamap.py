@@ -113,7 +113,8 @@ def test_datamap__strict_passes_once_the_model_is_registered(
     assert governance["retention_period"] == "P60DT00H00M00S"
     assert governance["disposition"] == "delete"
     assert governance["oldest_row_at"] == "2026-03-11T12:00:00Z"
-    assert (governance["on_erasure"], governance["subject_field"]) == (None, None)
+    # Its version says what an erasure does (as its disposition); no subject link.
+    assert (governance["on_erasure"], governance["subject_field"]) == ("delete", None)
     assert subscriber["rows"] == 2
     assert found["ungoverned"] == []
     assert "rowhost.Subscriber (2 rows)" in out or "rowhost.Subscriber (~2 rows)" in out

@@ -53,7 +53,8 @@ def _governance_line(g: Governance) -> str:
         at = g.last_run.finished_at or g.last_run.started_at
         last = f"{when_text(at)} ({g.last_run.mode.replace('_', ' ')}, {g.last_run.status})"
     return (
-        f"    {g.data_class}: {rules}; on erasure —; subject —; "
+        f"    {g.data_class}: {rules}; on erasure {g.on_erasure or '—'}; "
+        f"subject {g.subject_field or '—'}; "
         f"tenant {g.tenant_field or '—'}; oldest row {when_text(g.oldest_row_at)}; "
         f"last run {last}"
     )

@@ -7,6 +7,7 @@ here are a contract; the services behind them may change.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -20,6 +21,7 @@ from retention.conf import settings
 from retention.exceptions import (
     EnforcementNotAllowed,
     FourEyesViolation,
+    InvalidErasureRequest,
     InvalidHold,
     InvalidPolicyVersion,
     InvalidTransition,
@@ -34,6 +36,7 @@ from retention.exceptions import (
 )
 from retention.models import (
     BreakerTrip,
+    ErasureRequest,
     KillSwitch,
     LegalHold,
     Policy,
@@ -47,10 +50,12 @@ from retention.selectors import holds as selectors
 from retention.selectors.explain import RetentionExplanation, record_retention_explain
 from retention.selectors.holds import RowHolds, held_rows
 from retention.selectors.run_rules import run_rules
+from retention.services import erasure
 
 __all__ = [
     "EnforcementNotAllowed",
     "FourEyesViolation",
+    "InvalidErasureRequest",
     "InvalidHold",
     "InvalidPolicyVersion",
     "InvalidTransition",
@@ -65,8 +70,10 @@ __all__ = [
     "RowHolds",
     "RunRefused",
     "UnknownDataClass",
+    "approve_erasure",
     "approve_policy_version",
     "breaker_release",
+    "cancel_erasure",
     "disable_enforcement",
     "enable_enforcement",
     "explain_retention",
@@ -78,8 +85,10 @@ __all__ = [
     "register_model",
     "registered",
     "registration",
+    "reject_erasure",
     "release_hold",
     "renew",
+    "request_erasure",
     "resume",
     "row_holds",
     "run_row_cutoff",
@@ -244,6 +253,57 @@ def breaker_release(
 ) -> BreakerTrip:
     """Let a class the volume breaker holds dispose of its backlog in its next full sweep."""
     return services.breaker_release(data_class=data_class, by=by, reason=reason, now=_now(now))
+
+
+def request_erasure(
+    *,
+    requested_by: AbstractBaseUser,
+    reason: str,
+    subject_id: str | int | None = None,
+    tenant_id: str | None = None,
+    data_classes: Sequence[str] | None = None,
+    not_before: datetime | None = None,
+    now: datetime | None = None,
+) -> ErasureRequest:
+    """Receive an erasure request for a data subject, a tenant, or a subject within a tenant.
+
+    The request is ``received``, due ``RETENTION_ERASURE_DUE`` later, and its
+    scope frozen as things are now (``request.scope``): per class, what the
+    request reaches and how many items, what the class does on erasure, and
+    the holds covering some of them. ``InvalidErasureRequest`` for bad input
+    or a second open request for the same subject or tenant.
+    """
+    return erasure.erasure_request(
+        requested_by=requested_by,
+        reason=reason,
+        subject_id=subject_id,
+        tenant_id=tenant_id,
+        data_classes=data_classes,
+        not_before=not_before,
+        now=_now(now),
+    )
+
+
+def approve_erasure(
+    request: ErasureRequest, *, approver: AbstractBaseUser, now: datetime | None = None
+) -> ErasureRequest:
+    """Approve a received request's frozen scope: never its requester (``FourEyesViolation``),
+    and only with ``retention.approve_erasurerequest`` (``NotAllowed``)."""
+    return erasure.erasure_approve(request=request, approver=approver, now=_now(now))
+
+
+def reject_erasure(
+    request: ErasureRequest, *, by: AbstractBaseUser, reason: str, now: datetime | None = None
+) -> ErasureRequest:
+    """Refuse a received request, with a reason; an approver's decision."""
+    return erasure.erasure_reject(request=request, by=by, reason=reason, now=_now(now))
+
+
+def cancel_erasure(
+    request: ErasureRequest, *, by: AbstractBaseUser, reason: str, now: datetime | None = None
+) -> ErasureRequest:
+    """Withdraw a request before it executes: its requester or an approver, with a reason."""
+    return erasure.erasure_cancel(request=request, by=by, reason=reason, now=_now(now))
 
 
 def policy_version_in_force(data_class: str) -> PolicyVersion:

@@ -266,6 +266,9 @@ class RetentionSettings:
     DRY_RUN_MAX_AGE = Setting(
         timedelta(days=7), duration, "How recent a dry run must be to enable enforcement from it."
     )
+    ERASURE_DUE = Setting(
+        timedelta(days=30), duration, "How long after its receipt an erasure request is due."
+    )
     REPORT_SAMPLE_SIZE = Setting(20, int, "Ids and key digests sampled per class in a dry run.")
     REPORT_TOP_TENANTS = Setting(50, int, "Tenants listed per data class in a dry-run report.")
     LAG_PROMISE = Setting(

@@ -59,6 +59,12 @@ class InvalidHold(RetentionError):
     code = "invalid_hold"
 
 
+class InvalidErasureRequest(RetentionError):
+    """An erasure request that cannot be received as asked (its message says why)."""
+
+    code = "invalid_erasure_request"
+
+
 class RunRefused(RetentionError):
     """The run could not start; ``reason`` is a stable short code."""
 

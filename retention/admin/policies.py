@@ -28,15 +28,16 @@ from retention.admin.base import (
 from retention.durations import HumanDurationField, format_duration
 from retention.models import (
     Disposition,
-    ErasureAction,
     Policy,
     PolicyVersion,
     PolicyVersionStatus,
     data_class_validator,
 )
-from retention.rows.registry import row_class
 from retention.selectors.policies import (
     VERSION_RULE_FIELDS,
+    disposition_choices,
+    erasure_choices,
+    keep_without_basis,
     version_in_force,
 )
 from retention.selectors.runs import dry_run_latest
@@ -123,8 +124,7 @@ class VersionRulesForm(forms.ModelForm[PolicyVersion]):
         cleaned = super().clean() or {}
         if not cleaned.get("on_erasure"):
             cleaned["on_erasure"] = cleaned.get("disposition") or Disposition.DELETE.value
-        basis = (cleaned.get("erasure_basis") or "").strip()
-        if cleaned["on_erasure"] == ErasureAction.KEEP and not basis:
+        if keep_without_basis(cleaned["on_erasure"], cleaned.get("erasure_basis")):
             self.add_error(
                 "erasure_basis", "Keeping a subject's data after an erasure needs its legal basis."
             )
@@ -147,27 +147,6 @@ class VersionRulesForm(forms.ModelForm[PolicyVersion]):
         if value is not None and value < 1:
             raise forms.ValidationError("At least 1, or empty for the default.")
         return value
-
-
-def disposition_choices(data_class: str) -> list[tuple[str, str]]:
-    """Every disposition the class supports: delete always; redact for a class of
-    model rows registered with redaction strategies."""
-    choices = [(Disposition.DELETE.value, Disposition.DELETE.label)]
-    row = row_class(data_class) if data_class else None
-    if row is not None and row.redact:
-        choices.append((Disposition.REDACT.value, "Redact (keep the row, replace its fields)"))
-    return choices
-
-
-def erasure_choices(data_class: str) -> list[tuple[str, str]]:
-    """What an erasure may do to the class: delete and keep always; redact for a class
-    of model rows registered with redaction strategies."""
-    choices = [(ErasureAction.DELETE.value, "Delete the subject's items")]
-    row = row_class(data_class) if data_class else None
-    if row is not None and row.redact:
-        choices.append((ErasureAction.REDACT.value, "Redact the subject's rows"))
-    choices.append((ErasureAction.KEEP.value, "Keep them, under a legal basis"))
-    return choices
 
 
 class DraftForm(VersionRulesForm):

@@ -5,12 +5,8 @@ only in services: one approved version per policy, an approver who is not the
 author, one event per idempotency key, states from a closed set.
 """
 
-from retention.models.control import (
-    BreakerState,
-    BreakerTrip,
-    KillSwitch,
-)
-from retention.models.erasure import ErasureAction
+from retention.models.control import BreakerState, BreakerTrip, KillSwitch
+from retention.models.erasure import ErasureAction, ErasureRequest, ErasureState
 from retention.models.events import (
     ChainHead,
     DeletionEvent,
@@ -61,6 +57,8 @@ __all__ = [
     "DeletionEvent",
     "Disposition",
     "ErasureAction",
+    "ErasureRequest",
+    "ErasureState",
     "EventBatch",
     "EventKind",
     "EventOutcome",

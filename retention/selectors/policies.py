@@ -9,7 +9,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from retention.models import Policy, PolicyVersion, PolicyVersionStatus
+from retention.models import (
+    Disposition,
+    ErasureAction,
+    Policy,
+    PolicyVersion,
+    PolicyVersionStatus,
+)
+from retention.rows.registry import row_class
 
 # A version's rules, in the order a reviewer reads them.
 VERSION_RULE_FIELDS: tuple[str, ...] = (
@@ -86,3 +93,32 @@ def lock_violation(version: PolicyVersion, in_force: PolicyVersion | None) -> Lo
     if not version.locked:
         return LockViolation("unlocked", in_force)
     return None
+
+
+# What a class supports, offered by the draft form and checked by the services.
+
+
+def disposition_choices(data_class: str) -> list[tuple[str, str]]:
+    """Every disposition the class supports: delete always; redact for a class of
+    model rows registered with redaction strategies."""
+    choices = [(Disposition.DELETE.value, Disposition.DELETE.label)]
+    row = row_class(data_class) if data_class else None
+    if row is not None and row.redact:
+        choices.append((Disposition.REDACT.value, "Redact (keep the row, replace its fields)"))
+    return choices
+
+
+def erasure_choices(data_class: str) -> list[tuple[str, str]]:
+    """What an erasure may do to the class: delete and keep always; redact for a class
+    of model rows registered with redaction strategies."""
+    choices = [(ErasureAction.DELETE.value, "Delete the subject's items")]
+    row = row_class(data_class) if data_class else None
+    if row is not None and row.redact:
+        choices.append((ErasureAction.REDACT.value, "Redact the subject's rows"))
+    choices.append((ErasureAction.KEEP.value, "Keep them, under a legal basis"))
+    return choices
+
+
+def keep_without_basis(on_erasure: str, basis: object) -> bool:
+    """Whether a version would keep a subject's items on erasure with no written basis."""
+    return on_erasure == ErasureAction.KEEP and not str(basis or "").strip()

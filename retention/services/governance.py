@@ -28,7 +28,8 @@ APPROVERS_GROUP = "Retention approvers"
 # Exactly what each role needs, as (app_label, codename). Authors write and
 # submit drafts; approvers approve or retire versions, switch a data class
 # between report-only and enforce, place and release holds, pause and resume,
-# release the volume breaker, and read the audit trail. Nobody gets
+# release the volume breaker, approve or reject erasure requests, and read
+# the audit trail; authors also file erasure requests. Nobody gets
 # add/change/delete on the audit models.
 GROUP_PERMISSIONS: dict[str, frozenset[str]] = {
     AUTHORS_GROUP: frozenset(
@@ -40,6 +41,9 @@ GROUP_PERMISSIONS: dict[str, frozenset[str]] = {
             "view_run",
             "view_legalhold",
             "view_killswitch",
+            # Erasure requests: filed by one person, approved by another.
+            "view_erasurerequest",
+            "add_erasurerequest",
         }
     ),
     APPROVERS_GROUP: frozenset(
@@ -60,6 +64,8 @@ GROUP_PERMISSIONS: dict[str, frozenset[str]] = {
             "change_killswitch",
             # The volume breaker's trips; releasing one is an approval.
             "view_breakertrip",
+            "view_erasurerequest",
+            "approve_erasurerequest",
         }
     ),
 }

@@ -36,7 +36,12 @@ from retention.models import (
 from retention.rows.cascade import cascade_of
 from retention.rows.registration import fingerprint, registration_of, unstable_scope
 from retention.rows.registry import RowClass, row_class
-from retention.selectors.policies import RULE_FIELDS, lock_violation, version_in_force
+from retention.selectors.policies import (
+    RULE_FIELDS,
+    keep_without_basis,
+    lock_violation,
+    version_in_force,
+)
 from retention.selectors.version_changes import disposition_change
 
 APPROVE_PERMISSION = "retention.approve_policyversion"
@@ -99,7 +104,7 @@ def _validate_on_erasure(rules: dict[str, Any], data_class: str | None) -> None:
     basis = rules.get("erasure_basis", "")
     if not isinstance(basis, str):
         raise InvalidPolicyVersion("erasure_basis is text: the legal basis for keeping.")
-    if action == ErasureAction.KEEP and not basis.strip():
+    if keep_without_basis(action, basis):
         raise InvalidPolicyVersion(
             "on_erasure 'keep' needs erasure_basis: the written legal basis for keeping a "
             "subject's data after an erasure request (e.g. 'invoices: 10 years, tax law')."

@@ -27,7 +27,7 @@ def _run() -> str:
 def test_setup_groups__creates_both_groups_with_exactly_their_permissions():
     output = _run()
 
-    assert "Retention authors: created with 7 permission(s)." in output
+    assert "Retention authors: created with 9 permission(s)." in output
     assert _perms(AUTHORS_GROUP) == {
         "retention.view_policy",
         "retention.view_policyversion",
@@ -36,6 +36,8 @@ def test_setup_groups__creates_both_groups_with_exactly_their_permissions():
         "retention.view_run",
         "retention.view_legalhold",
         "retention.view_killswitch",
+        "retention.view_erasurerequest",
+        "retention.add_erasurerequest",
     }
     assert _perms(APPROVERS_GROUP) == {
         "retention.view_policy",
@@ -53,9 +55,12 @@ def test_setup_groups__creates_both_groups_with_exactly_their_permissions():
         "retention.view_killswitch",
         "retention.change_killswitch",
         "retention.view_breakertrip",
+        "retention.view_erasurerequest",
+        "retention.approve_erasurerequest",
     }
     # Authors can never approve; nobody may edit the audit trail.
     assert "retention.approve_policyversion" not in _perms(AUTHORS_GROUP)
+    assert "retention.approve_erasurerequest" not in _perms(AUTHORS_GROUP)
     for name in (AUTHORS_GROUP, APPROVERS_GROUP):
         assert not {p for p in _perms(name) if p.split(".")[1].startswith(("delete_",))}
         assert not _perms(name) & {

@@ -1,0 +1,171 @@
+"""What an erasure request reaches: its scope, frozen when it is received.
+
+Per class (every class with a policy, or those the request names): whether
+the request can reach its items at all (a subject needs the class's subject
+link, a tenant its tenant link, and the class an approved version), what the
+class does on erasure (the version in force: ``on_erasure``, with the legal
+basis of ``keep``), how many items exist now, the bound that keeps items
+written later out of the request, and the active holds that cover some of
+them, with how many each covers.
+
+The bound: a tracked class, the largest record id now (records are never
+renumbered); a class of model rows with integer primary keys, the largest
+primary key of the class's model now; any other primary key, the list of
+the items' keys.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import models
+from django.db.models import Max
+
+from retention.models import LegalHold, Policy, PolicyVersion, RecordState, RetentionRecord
+from retention.rows.registry import RowClass, row_class, row_classes
+from retention.selectors.holds import held_rows
+from retention.selectors.policies import version_in_force
+
+GONE = (RecordState.DELETED, RecordState.MISSING)
+
+
+@dataclass(frozen=True, slots=True)
+class Subject:
+    """Whom a request erases: a subject (its id and digest), a tenant, or both."""
+
+    subject_id: str
+    subject_digest: str
+    tenant_id: str
+
+
+def erasure_classes(data_classes: list[str] | None) -> list[str]:
+    """The classes a request covers: those named, else every class with a policy or a
+    registration. Unknown names are the caller's to refuse (``unknown_classes``)."""
+    if data_classes:
+        return sorted(set(data_classes))
+    names = set(Policy.objects.values_list("data_class", flat=True)) | set(row_classes())
+    return sorted(names)
+
+
+def unknown_classes(data_classes: list[str]) -> list[str]:
+    known = set(
+        Policy.objects.filter(data_class__in=data_classes).values_list("data_class", flat=True)
+    )
+    return sorted(name for name in data_classes if name not in known and row_class(name) is None)
+
+
+def tracked_items(data_class: str, who: Subject) -> models.QuerySet[RetentionRecord]:
+    """A class's tracked records of the subject or tenant that are not gone."""
+    qs = RetentionRecord.objects.filter(data_class=data_class).exclude(state__in=GONE)
+    if who.subject_digest:
+        qs = qs.filter(subject_digest=who.subject_digest)
+    if who.tenant_id:
+        qs = qs.filter(tenant_id=who.tenant_id)
+    return qs
+
+
+def row_items(row: RowClass, who: Subject) -> models.QuerySet[Any]:
+    """A row class's rows of the subject or tenant (its links must exist: ``unreachable``)."""
+    qs = row.queryset()
+    if who.subject_id:
+        qs = qs.filter(**{row.subject_field or "": who.subject_id})
+    if who.tenant_id:
+        qs = qs.filter(**{row.tenant_field or "": who.tenant_id})
+    return qs
+
+
+def unreachable(row: RowClass | None, version: PolicyVersion | None, who: Subject) -> str:
+    """Why the request cannot reach the class's items, or ""."""
+    if version is None:
+        return "no approved policy version says what an erasure does to it"
+    if row is None:
+        return ""
+    if who.subject_id and not row.subject_field:
+        return "no subject link: register_model(..., subject_field=...) names none"
+    if who.tenant_id and not row.tenant_field:
+        return "no tenant link: register_model(..., tenant_field=...) names none"
+    return ""
+
+
+def _integer_pk(model: type[models.Model]) -> bool:
+    return isinstance(model._meta.pk, models.IntegerField | models.AutoField)
+
+
+def _row_bound(row: RowClass, items: models.QuerySet[Any]) -> dict[str, Any]:
+    if _integer_pk(row.model):
+        top = row.model._base_manager.aggregate(top=Max("pk"))["top"]
+        return {"max_pk": top or 0}
+    return {"pks": sorted(str(pk) for pk in items.values_list("pk", flat=True))}
+
+
+def _row_holds(row: RowClass, items: models.QuerySet[Any]) -> list[dict[str, Any]]:
+    holds = held_rows(row.data_class, label=row.label, tenant_field=row.tenant_field)
+    found = []
+    for hold_id, kind, value in holds.holds:
+        if kind == "class":
+            covered = items
+        elif kind == "row":
+            covered = items.filter(pk=value)
+        else:
+            covered = items.filter(**{row.tenant_field or "": value})
+        count = covered.count()
+        if count:
+            found.append({"hold": hold_id, "count": count})
+    return found
+
+
+def _tracked_holds(
+    data_class: str, items: models.QuerySet[RetentionRecord]
+) -> list[dict[str, Any]]:
+    found = []
+    for hold in (
+        LegalHold.objects.active().filter(subject_pk__isnull=True).order_by("placed_at", "pk")
+    ):
+        if hold.data_class and hold.data_class != data_class:
+            continue
+        count = items.filter(hold.scope_q()).count()
+        if count:
+            found.append({"hold": hold.pk, "count": count})
+    return found
+
+
+def class_scope(data_class: str, who: Subject, *, record_bound: int) -> dict[str, Any]:
+    """One class's part of a frozen scope (see the module docstring)."""
+    row = row_class(data_class)
+    version = version_in_force(data_class=data_class)
+    entry: dict[str, Any] = {
+        "data_class": data_class,
+        "kind": "rows" if row is not None else "tracked",
+        "policy_version": version.number if version is not None else None,
+        "on_erasure": version.on_erasure if version is not None else None,
+        "erasure_basis": version.erasure_basis if version is not None else "",
+        "reachable": True,
+        "not_reachable_because": "",
+        "count": 0,
+        "holds": [],
+    }
+    why = unreachable(row, version, who)
+    if why:
+        entry.update(reachable=False, not_reachable_because=why)
+        return entry
+    if row is None:
+        records = tracked_items(data_class, who)
+        entry.update(
+            count=records.count(),
+            bound={"max_record_id": record_bound},
+            holds=_tracked_holds(data_class, records),
+        )
+    else:
+        rows = row_items(row, who)
+        entry.update(count=rows.count(), bound=_row_bound(row, rows), holds=_row_holds(row, rows))
+    return entry
+
+
+def erasure_scope(who: Subject, data_classes: list[str] | None) -> dict[str, Any]:
+    """The scope a request freezes at receipt: ``{"classes": [...], "total": n}``."""
+    record_bound = RetentionRecord.objects.aggregate(top=Max("pk"))["top"] or 0
+    classes = [
+        class_scope(name, who, record_bound=record_bound) for name in erasure_classes(data_classes)
+    ]
+    return {"classes": classes, "total": sum(c["count"] for c in classes)}

@@ -27,12 +27,7 @@ from retention.selectors.datamap import (
     Governance,
     data_map,
 )
-from retention.selectors.datamap_export import (
-    data_map_as_json,
-    period_text,
-    rows_text,
-    when_text,
-)
+from retention.selectors.datamap_export import data_map_as_json, period_text, rows_text, when_text
 
 if TYPE_CHECKING:
     from django.contrib.admin import ModelAdmin

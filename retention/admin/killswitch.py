@@ -46,13 +46,8 @@ class KillSwitchAdmin(admin.ModelAdmin[KillSwitch]):
             raise PermissionDenied
         return self._page(request, ReasonForm(rows=2))
 
-    def change_view(
-        self,
-        request: HttpRequest,
-        object_id: str,
-        form_url: str = "",
-        extra_context: dict[str, Any] | None = None,
-    ) -> HttpResponse:
+    def change_view(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        """The one switch has no page of its own: its list is the page."""
         return HttpResponseRedirect(reverse("admin:retention_killswitch_changelist"))
 
     def _page(self, request: HttpRequest, form: ReasonForm) -> HttpResponse:

@@ -136,16 +136,13 @@ class RunAdmin(CsvExportMixin[Run], ReadOnlyAdmin[Run]):
         ]
 
     def change_view(
-        self,
-        request: HttpRequest,
-        object_id: str,
-        form_url: str = "",
-        extra_context: dict[str, Any] | None = None,
+        self, request: HttpRequest, object_id: str, *args: Any, **kwargs: Any
     ) -> HttpResponse:
+        """A dry run or a reconciliation opens on its report."""
         run = self.get_object(request, object_id)
         if run is not None and run.mode in (RunMode.DRY_RUN, RunMode.RECONCILE):
             return HttpResponseRedirect(reverse("admin:retention_run_report", args=[run.pk]))
-        return super().change_view(request, object_id, form_url, extra_context)
+        return super().change_view(request, object_id, *args, **kwargs)
 
     def report_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
         if not self.has_view_permission(request):

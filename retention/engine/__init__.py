@@ -60,11 +60,7 @@ from retention.engine.ledger import (
     run_start,
 )
 from retention.engine.page import claim_dispose
-from retention.engine.publish import (
-    BATCH_TASK,
-    DISPATCH_TASK,
-    run_enqueue,
-)
+from retention.engine.publish import BATCH_TASK, DISPATCH_TASK, run_enqueue
 from retention.engine.queued import run_advance, run_arm
 from retention.engine.reconcile.run import reconcile_run
 from retention.engine.schedule import (

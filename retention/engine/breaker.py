@@ -32,14 +32,7 @@ from django.db.models.functions import Coalesce
 from retention.conf import settings
 from retention.digest import key_digests
 from retention.engine.rules import expired_pending
-from retention.models import (
-    BreakerState,
-    BreakerTrip,
-    DeletionEvent,
-    EventOutcome,
-    Run,
-    RunMode,
-)
+from retention.models import BreakerState, BreakerTrip, DeletionEvent, EventOutcome, Run, RunMode
 from retention.rows.registry import row_class
 from retention.selectors.breaker import (
     DISPOSED_KEY,

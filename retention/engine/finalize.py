@@ -26,11 +26,7 @@ from retention.engine.events import ClaimOutcome, event_for
 from retention.engine.ledger import run_counts_add, run_counts_sql
 from retention.engine.outage import retried
 from retention.models import EventOutcome, RecordState, RetentionRecord
-from retention.selectors.holds import (
-    held_record_ids,
-    holds_after_recheck,
-    holds_first_covering,
-)
+from retention.selectors.holds import held_record_ids, holds_after_recheck, holds_first_covering
 from retention.storage import KeyResult, Outcome
 
 logger = logging.getLogger("retention.engine")

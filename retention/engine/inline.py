@@ -27,13 +27,7 @@ from retention.engine.disposal import Disposer, ObjectDisposer, can_overlap
 from retention.engine.events import ClaimOutcome, held_skips_record
 from retention.engine.ledger import run_columns, run_finish
 from retention.engine.measure import dry_run_report, retry_next_due, run_measure
-from retention.engine.outage import (
-    Liveness,
-    as_unavailable,
-    connection_lost,
-    db_retry,
-    page_token,
-)
+from retention.engine.outage import Liveness, as_unavailable, connection_lost, db_retry, page_token
 from retention.engine.overlap import Overlap
 from retention.engine.pacing import gate_for
 from retention.engine.page import claim_dispose, stranded_settle

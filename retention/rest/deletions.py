@@ -11,23 +11,14 @@ from typing import Any, cast
 
 from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import (
-    OpenApiResponse,
-    extend_schema,
-    extend_schema_field,
-)
+from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_field
 from rest_framework import serializers
 from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from retention.conf import settings
-from retention.models import (
-    Disposition,
-    EventKind,
-    EventOutcome,
-    data_class_validator,
-)
+from retention.models import Disposition, EventKind, EventOutcome, data_class_validator
 from retention.rest.csv import CSVStreamMixin, CSVStreamRenderer, stream_csv
 from retention.rest.filters import PeriodFilterSerializer
 from retention.rest.pagination import MAX_PAGE_SIZE, ReceiptCursorPagination, page_serializer

@@ -9,12 +9,7 @@ from django.db import transaction
 
 from retention.conf import settings
 from retention.exceptions import EnforcementNotAllowed, NotAllowed, UnknownDataClass
-from retention.models import (
-    DataClassMode,
-    KillSwitch,
-    Policy,
-    Run,
-)
+from retention.models import DataClassMode, KillSwitch, Policy, Run
 from retention.selectors.runs import dry_run_reviewable
 from retention.services.policies import APPROVE_PERMISSION
 

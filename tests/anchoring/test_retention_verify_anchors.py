@@ -17,10 +17,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from retention.anchoring import signing
-from retention.models import (
-    DeletionEvent,
-    EventBatch,
-)
+from retention.models import DeletionEvent, EventBatch
 from retention.receipts.signed_heads import anchor_name
 from tests.anchoring.helpers import head, heads_in, new_key, rewrite_every_event, s3_anchor_setting
 from tests.helpers import database_dump, database_restore, put_tracked

@@ -14,13 +14,7 @@ from django.core.management import CommandError, call_command
 from freezegun import freeze_time
 
 from retention import api, engine
-from retention.models import (
-    DeletionEvent,
-    RecordState,
-    Run,
-    RunMode,
-    RunStatus,
-)
+from retention.models import DeletionEvent, RecordState, Run, RunMode, RunStatus
 from tests.helpers import exists, gone, kept, put_tracked
 from tests.subprocesses import manage_py
 

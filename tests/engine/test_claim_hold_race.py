@@ -23,14 +23,7 @@ from django.db.models.expressions import RawSQL
 from retention import api, engine
 from retention.engine import claims
 from retention.engine.page import stranded_settle
-from retention.models import (
-    DeletionEvent,
-    EventOutcome,
-    RecordState,
-    RetentionRecord,
-    Run,
-    RunMode,
-)
+from retention.models import DeletionEvent, EventOutcome, RecordState, RetentionRecord, Run, RunMode
 from tests.helpers import exists, on_own_connection, put_tracked
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]

@@ -27,12 +27,7 @@ from django_q.signing import SignedPackage
 from freezegun import freeze_time
 
 from retention import api, engine
-from retention.engine import (
-    DISPATCH_TASK,
-    SWEEP_SCHEDULE,
-    WATCHDOG_SCHEDULE,
-    schedule_slot_for,
-)
+from retention.engine import DISPATCH_TASK, SWEEP_SCHEDULE, WATCHDOG_SCHEDULE, schedule_slot_for
 from retention.engine.disposal import DisposalItem, ObjectDisposer
 from retention.engine.guard import GuardReading
 from retention.exceptions import RecordBeingDisposed

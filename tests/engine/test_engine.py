@@ -13,14 +13,7 @@ from retention import api, engine, services
 from retention.engine.disposal import DisposalItem, ObjectDisposer
 from retention.engine.pacing import RateGate, UnlimitedGate
 from retention.exceptions import RecordBeingDisposed
-from retention.models import (
-    DeletionEvent,
-    EventOutcome,
-    RecordState,
-    RetentionRecord,
-    Run,
-    RunMode,
-)
+from retention.models import DeletionEvent, EventOutcome, RecordState, RetentionRecord, Run, RunMode
 from retention.storage import KeyResult, Outcome, get_adapter
 from tests.fakes import DiesAfterDelete
 from tests.helpers import add_s3_storage, dry_run, enforce, exists, outcomes, put_tracked

@@ -22,13 +22,7 @@ from django.db import models, transaction
 
 from retention import redaction
 from retention.engine.rows.evidence import RowEvents
-from retention.engine.rows.select import (
-    RowPage,
-    page_timeouts,
-    rows_due,
-    select_page,
-    unheld_read,
-)
+from retention.engine.rows.select import RowPage, page_timeouts, rows_due, select_page, unheld_read
 from retention.models import EventOutcome, RowMark, RowSkip, Run
 from retention.rows.registry import RowClass
 from retention.selectors.run_rules import ClassRules

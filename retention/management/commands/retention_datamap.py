@@ -23,12 +23,7 @@ from retention.selectors.datamap import (
     ModelEntry,
     data_map,
 )
-from retention.selectors.datamap_export import (
-    data_map_as_json,
-    period_text,
-    rows_text,
-    when_text,
-)
+from retention.selectors.datamap_export import data_map_as_json, period_text, rows_text, when_text
 
 HEADINGS = {
     GOVERNED: "Governed (a data class of model rows)",

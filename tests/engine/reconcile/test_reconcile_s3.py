@@ -10,13 +10,7 @@ from botocore.exceptions import ClientError
 
 from retention import engine, services
 from retention.exceptions import RunRefused
-from retention.models import (
-    DeletionEvent,
-    EventOutcome,
-    RecordState,
-    RetentionRecord,
-    RunStatus,
-)
+from retention.models import DeletionEvent, EventOutcome, RecordState, RetentionRecord, RunStatus
 from retention.storage import get_adapter, listing
 from tests.helpers import add_s3_storage, chain_ok, enforce
 

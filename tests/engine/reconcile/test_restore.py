@@ -16,10 +16,7 @@ from django.core.files.base import ContentFile
 from django.core.files.storage import storages
 
 from retention import engine
-from retention.models import (
-    RecordState,
-    RetentionRecord,
-)
+from retention.models import RecordState, RetentionRecord
 from tests.helpers import chain_ok, database_dump, database_restore, enforce, put_tracked
 
 pytestmark = pytest.mark.django_db

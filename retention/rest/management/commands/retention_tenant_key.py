@@ -11,11 +11,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
-from retention.rest.services import (
-    InvalidTenantKey,
-    tenant_key_create,
-    tenant_keys_revoke,
-)
+from retention.rest.services import InvalidTenantKey, tenant_key_create, tenant_keys_revoke
 
 
 class Command(BaseCommand):

@@ -247,6 +247,10 @@ def test_qcluster__killed_mid_run_converges_after_restart(
     assert run.status == RunStatus.RUNNING and run.deleted < len(doomed)
     interrupted_at = run.deleted
 
+    # Restarted with a 15 s guard cycle, its scheduler ticks 15 s in (once the
+    # dead workers' 8 s claims have lapsed) rather than 30 s: the run's own
+    # resumption, or the watchdog, carries it on. Worker timeouts count in 15 s steps.
+    cluster.env.update({"Q_GUARD_CYCLE": "15", "Q_TIMEOUT": "30", "Q_RETRY": "40"})
     cluster.start()
     wait_for(finished(run), timeout=200, cluster=cluster, what="the interrupted run to converge")
 

@@ -34,6 +34,7 @@ from retention.conf import settings
 from retention.counters import CLAIMED, REGISTRY  # noqa: F401  (CLAIMED: read by tests)
 from retention.models import RecordState, RetentionRecord
 from retention.selectors.anchors import anchor_status, anchoring_on
+from retention.selectors.erasure import erasure_status
 from retention.selectors.health import LagCheck, deleting_counts, lag_check
 
 logger = logging.getLogger("retention.metrics")
@@ -131,6 +132,7 @@ class HealthCollector(Collector):
         yield from families.values()
         yield from _reconcile_families(check)
         yield from _anchor_families(check)
+        yield from _erasure_families(check)
 
 
 def _retrying_counts() -> dict[str, int]:
@@ -184,6 +186,26 @@ def _anchor_families(check: LagCheck) -> Iterator[Metric]:
         )
         age.add_metric([], max((check.now - status.anchored_at).total_seconds(), 0))
         yield age
+
+
+def _erasure_families(check: LagCheck) -> Iterator[Metric]:
+    """Erasure requests per state, and the open ones past their due date."""
+    try:
+        status = erasure_status(now=check.now)
+    except DatabaseError:
+        logger.exception("metrics: the erasure requests could not be read")
+        return
+    requests = GaugeMetricFamily(
+        "retention_erasure_requests", "Erasure requests in each state.", labels=["state"]
+    )
+    for state, n in status.by_state.items():
+        requests.add_metric([state], n)
+    yield requests
+    overdue = GaugeMetricFamily(
+        "retention_erasure_overdue", "Erasure requests past their due date, not finished."
+    )
+    overdue.add_metric([], len(status.overdue))
+    yield overdue
 
 
 # The gauges join the counters' registry, read at scrape time.

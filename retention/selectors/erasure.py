@@ -17,12 +17,22 @@ the items' keys.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from django.db import models
-from django.db.models import Max
+from django.db.models import Count, Max
 
-from retention.models import LegalHold, Policy, PolicyVersion, RecordState, RetentionRecord
+from retention.models import (
+    ErasureRequest,
+    ErasureState,
+    LegalHold,
+    Policy,
+    PolicyVersion,
+    RecordState,
+    RetentionRecord,
+)
+from retention.models.erasure import OPEN_STATES
 from retention.rows.registry import RowClass, row_class, row_classes
 from retention.selectors.holds import held_rows
 from retention.selectors.policies import version_in_force
@@ -169,3 +179,29 @@ def erasure_scope(who: Subject, data_classes: list[str] | None) -> dict[str, Any
         class_scope(name, who, record_bound=record_bound) for name in erasure_classes(data_classes)
     ]
     return {"classes": classes, "total": sum(c["count"] for c in classes)}
+
+
+@dataclass(frozen=True, slots=True)
+class ErasureStatus:
+    """Erasure requests as ``retention_check`` and the metrics see them."""
+
+    by_state: dict[str, int]
+    overdue: tuple[ErasureRequest, ...]  # open past their due date, oldest due first
+
+    @property
+    def ok(self) -> bool:
+        return not self.overdue
+
+
+def erasure_status(*, now: datetime) -> ErasureStatus:
+    """How many requests are in each state, and the open ones past ``due_at``."""
+    counts = dict(
+        ErasureRequest.objects.values_list("state").annotate(n=Count("pk")).order_by("state")
+    )
+    overdue = ErasureRequest.objects.filter(state__in=OPEN_STATES, due_at__lt=now).order_by(
+        "due_at", "received_at"
+    )
+    return ErasureStatus(
+        by_state={state: counts.get(state, 0) for state in ErasureState.values},
+        overdue=tuple(overdue.only("pk", "state", "due_at", "received_at")),
+    )

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from retention import services
-from retention.models import RecordState, RetentionRecord, Run, RunMode
+from retention.models import ErasureState, RecordState, RetentionRecord, Run, RunMode
 from tests.helpers import enforce, put_tracked
 from tests.helpers import retention_check as check
 from tests.helpers import retention_check_json as check_json
@@ -205,6 +205,12 @@ def test_check__json_schema(expiring, make_policy):
         "data_classes",
         "reconciliation",
         "workers",
+        "erasures",
+    }
+    assert report["erasures"] == {
+        "ok": True,
+        "by_state": dict.fromkeys(ErasureState.values, 0),
+        "overdue": [],
     }
     assert report["workers"] == {
         "ok": True,

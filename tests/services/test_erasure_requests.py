@@ -27,6 +27,7 @@ from retention.exceptions import (
 )
 from retention.models import ErasureRequest, ErasureState, RecordState, RetentionRecord
 from tests.factories import UserFactory, approver_user
+from tests.helpers import retention_check, retention_check_json
 from tests.rowhost.models import Account, RequestLog
 
 pytestmark = pytest.mark.django_db
@@ -332,3 +333,61 @@ def test_cancel__before_it_executes_by_its_requester_or_an_approver(
     }
     with pytest.raises(InvalidTransition, match="it is executing"):
         api.cancel_erasure(received, by=requester, reason="too late", now=now)
+
+
+def test_retention_check__an_open_request_past_its_due_date_fails_with_erasure_overdue(
+    host, requester, erasure_approver, now
+):
+    late = api.approve_erasure(
+        api.request_erasure(requested_by=requester, reason="Art. 17", subject_id="a", now=now),
+        approver=erasure_approver,
+        now=now,
+    )
+    api.request_erasure(
+        requested_by=requester, reason="Art. 17", subject_id="b", now=now + timedelta(days=20)
+    )
+    ended = api.request_erasure(requested_by=requester, reason="Art. 17", subject_id="c", now=now)
+    api.cancel_erasure(ended, by=requester, reason="withdrawn", now=now)
+
+    _, on_time_out, on_time_error = retention_check(at=now + timedelta(days=30))
+    code, out, error = retention_check(at=now + timedelta(days=31))
+    _, report = retention_check_json(at=now + timedelta(days=31))
+
+    assert "Erasure requests: 1 received, 1 approved, 1 cancelled." in on_time_out
+    assert "OVERDUE" not in on_time_out and "erasure_overdue" not in on_time_error
+    assert f"  {late.pk} (approved) OVERDUE: due 2026-04-13T12:00:00Z" in out
+    assert code == 1
+    assert f"erasure_overdue: 1 erasure request(s) past their due date unfinished ({late.pk})" in (
+        error
+    )
+    assert report["ok"] is False
+    assert report["erasures"]["overdue"] == [
+        {"id": str(late.pk), "state": "approved", "due_at": "2026-04-13T12:00:00+00:00"}
+    ]
+    assert report["erasures"]["by_state"]["received"] == 1
+
+
+def test_metrics__erasure_requests_per_state_and_overdue(host, requester, client, settings, now):
+    from django.urls import reverse
+    from freezegun import freeze_time
+    from prometheus_client.parser import text_string_to_metric_families
+
+    settings.RETENTION_METRICS_ALLOWED_IPS = "127.0.0.1"
+    url = reverse("retention-metrics")
+    api.request_erasure(requested_by=requester, reason="Art. 17", subject_id="a", now=now)
+
+    def samples(at: Any) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+        with freeze_time(at):
+            body = client.get(url).content.decode()
+        return {
+            (s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(body)
+            for s in family.samples
+        }
+
+    early, late = samples(now + timedelta(days=1)), samples(now + timedelta(days=31))
+
+    assert early[("retention_erasure_requests", (("state", "received"),))] == 1
+    assert early[("retention_erasure_requests", (("state", "completed"),))] == 0
+    assert early[("retention_erasure_overdue", ())] == 0
+    assert late[("retention_erasure_overdue", ())] == 1

@@ -1,7 +1,8 @@
 """Exit non-zero when retention lag breaks the promise (SPEC §3.1), for paging.
 
 It also prints what the last reconciliation of each store found, and fails
-when an object that reappeared after its deletion is still there a promise later.
+when an object that reappeared after its deletion is still there a promise later,
+or when an erasure request is past its due date unfinished (``erasure_overdue``).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from retention.clock import db_now
 from retention.selectors.breaker import trip_summary
+from retention.selectors.erasure import ErasureStatus, erasure_status
 from retention.selectors.health import (
     BREAKER_TRIPPED,
     FAILED_FOR_REVIEW,
@@ -35,6 +37,8 @@ from retention.selectors.workers import (
     workers_check,
     workers_check_as_json,
 )
+
+ERASURE_OVERDUE = "erasure_overdue"
 
 REASONS = {
     OVERDUE: "overdue records",
@@ -170,6 +174,27 @@ def _lines(check: LagCheck) -> list[str]:
     return lines
 
 
+def _erasure_lines(status: ErasureStatus) -> list[str]:
+    counts = ", ".join(f"{n} {state}" for state, n in status.by_state.items() if n)
+    lines = [f"Erasure requests: {counts or 'none'}."]
+    lines.extend(
+        f"  {r.pk} ({r.state}) OVERDUE: due {_when(r.due_at)}, received {_when(r.received_at)}"
+        for r in status.overdue
+    )
+    return lines
+
+
+def _erasure_as_json(status: ErasureStatus) -> dict[str, Any]:
+    return {
+        "ok": status.ok,
+        "by_state": status.by_state,
+        "overdue": [
+            {"id": str(r.pk), "state": r.state, "due_at": r.due_at.isoformat()}
+            for r in status.overdue
+        ],
+    }
+
+
 def _worker_lines(check: WorkersCheck) -> list[str]:
     """Each host's clock against the database's, and the watchdog schedule."""
     limit = check.clock_skew_limit
@@ -221,7 +246,8 @@ class Command(BaseCommand):
     help = (
         "Print per data class the backlog, the oldest overdue record, failures waiting for "
         "review and the last successful run, and per storage the last reconciliation's "
-        "findings; exit 1 when a promise is broken."
+        "findings, and the erasure requests; exit 1 when a promise is broken or an erasure "
+        "request is overdue."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -232,16 +258,19 @@ class Command(BaseCommand):
     def handle(self, *, as_json: bool, **options: Any) -> None:
         check = lag_check(now=db_now())
         workers = workers_check(now=check.now)
+        erasures = erasure_status(now=check.now)
         if as_json:
             data = lag_check_as_json(check)
-            data["ok"] = data["ok"] and workers.ok
+            data["ok"] = data["ok"] and workers.ok and erasures.ok
             data["workers"] = workers_check_as_json(workers)
+            data["erasures"] = _erasure_as_json(erasures)
             self.stdout.write(json.dumps(data))
         else:
             lines = _lines(check)
-            # The workers after the classes, before the stores' reconciliation.
+            # The workers and the erasure requests after the classes, before
+            # the stores' reconciliation.
             at = next(i for i, line in enumerate(lines) if line.startswith("Last reconciliation"))
-            lines[at:at] = _worker_lines(workers)
+            lines[at:at] = [*_worker_lines(workers), *_erasure_lines(erasures)]
             for line in lines:
                 self.stdout.write(line)
         failures = []
@@ -250,5 +279,11 @@ class Command(BaseCommand):
             failures.append(f"retention promise broken: {broken}")
         if not workers.ok:
             failures.append(f"workers unfit: {_workers_broken(workers)}")
+        if not erasures.ok:
+            overdue = ", ".join(str(r.pk) for r in erasures.overdue)
+            failures.append(
+                f"{ERASURE_OVERDUE}: {len(erasures.overdue)} erasure request(s) past their "
+                f"due date unfinished ({overdue})"
+            )
         if failures:
             raise CommandError("; ".join(failures))

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Count, Max
 
@@ -167,8 +168,14 @@ def class_scope(data_class: str, who: Subject, *, record_bound: int) -> dict[str
             holds=_tracked_holds(data_class, records),
         )
     else:
-        rows = row_items(row, who)
-        entry.update(count=rows.count(), bound=_row_bound(row, rows), holds=_row_holds(row, rows))
+        try:
+            rows = row_items(row, who)
+            count = rows.count()
+        except (ValueError, TypeError, ValidationError):
+            # An id the subject or tenant field cannot hold (text for an
+            # integer key) names no row of the class.
+            rows, count = row.queryset().none(), 0
+        entry.update(count=count, bound=_row_bound(row, rows), holds=_row_holds(row, rows))
     return entry
 
 

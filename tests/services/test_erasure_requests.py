@@ -175,6 +175,22 @@ def test_request__an_unknown_subject_has_an_empty_scope(host, requester, now):
     assert request.scope["total"] == 0
 
 
+def test_request__an_id_a_subject_field_cannot_hold_names_no_row(
+    requester, make_policy, register_accounts, now
+):
+    # The subject is the account's referrer, an integer key: an email names none.
+    register_accounts(subject_field="referrer")
+    make_policy("accounts.redact", timedelta(days=90), disposition="redact")
+    Account.objects.create(tenant_id="acme", name="Ann", email="ann@x.test")
+
+    request = api.request_erasure(
+        requested_by=requester, reason="Art. 17", subject_id="ann@x.test", now=now
+    )
+
+    accounts = _by_class(request)["accounts.redact"]
+    assert (accounts["reachable"], accounts["count"], accounts["holds"]) == (True, 0, [])
+
+
 def test_request__due_after_the_setting(host, requester, now, settings):
     settings.RETENTION_ERASURE_DUE = timedelta(days=10)
 

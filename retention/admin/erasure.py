@@ -1,0 +1,101 @@
+"""Erasure requests: the list with due dates (overdue ones marked), and each request's
+frozen scope as its approver sees it before approving.
+
+Read-only here: requests are filed, approved, rejected and cancelled through
+``retention.api`` (``request_erasure``, ``approve_erasure``, …).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin
+from django.http import HttpRequest
+from django.utils import timezone
+from django.utils.html import format_html
+
+from retention.admin.base import ChangeContextMixin, ReadOnlyAdmin
+from retention.models import ErasureRequest
+from retention.models.erasure import OPEN_STATES
+
+
+def overdue(obj: ErasureRequest) -> bool:
+    return obj.state in OPEN_STATES and obj.due_at < timezone.now()
+
+
+def whom(obj: ErasureRequest) -> str:
+    """Whom a request erases, never the subject's id: its digest's first characters."""
+    subject = f"subject {obj.subject_digest[:12]}…" if obj.subject_digest else ""
+    tenant = f"tenant {obj.tenant_id}" if obj.tenant_id else ""
+    return " in ".join(part for part in (subject, tenant) if part)
+
+
+def scope_rows(obj: ErasureRequest) -> list[dict[str, Any]]:
+    """The frozen scope, a row per class, in the words the approver reads."""
+    rows = []
+    for entry in (obj.scope or {}).get("classes", []):
+        action = entry.get("on_erasure") or "—"
+        if action == "keep" and entry.get("erasure_basis"):
+            action = f"keep: {entry['erasure_basis']}"
+        holds = ", ".join(f"hold #{h['hold']} ({h['count']})" for h in entry.get("holds", []))
+        rows.append(
+            {
+                "data_class": entry.get("data_class", ""),
+                "kind": entry.get("kind", ""),
+                "reached": "yes" if entry.get("reachable") else entry.get("not_reachable_because"),
+                "count": entry.get("count", 0),
+                "on_erasure": action,
+                "holds": holds or "none",
+            }
+        )
+    return rows
+
+
+@admin.register(ErasureRequest)
+class ErasureRequestAdmin(ChangeContextMixin[ErasureRequest], ReadOnlyAdmin[ErasureRequest]):
+    list_display = (
+        "id",
+        "whom",
+        "state",
+        "received_at",
+        "due",
+        "not_before",
+        "requested_by",
+        "approved_by",
+    )
+    list_filter = ("state",)
+    list_select_related = ("requested_by", "approved_by")
+    ordering = ("due_at",)
+    fields = (
+        "whom",
+        "state",
+        "reason",
+        "data_classes",
+        "received_at",
+        "due_at",
+        "not_before",
+        "requested_by",
+        "approved_by",
+        "approved_at",
+        "ended_by",
+        "ended_at",
+        "end_reason",
+        "completed_at",
+        "verified_at",
+    )
+    readonly_fields = fields
+    change_form_template = "admin/retention/erasurerequest/change_form.html"
+
+    @admin.display(description="whom")
+    def whom(self, obj: ErasureRequest) -> str:
+        return whom(obj)
+
+    @admin.display(description="due", ordering="due_at")
+    def due(self, obj: ErasureRequest) -> str:
+        when = timezone.localtime(obj.due_at).strftime("%Y-%m-%d %H:%M")
+        if overdue(obj):
+            return format_html('<strong class="retention-overdue">{} OVERDUE</strong>', when)
+        return when
+
+    def change_context(self, request: HttpRequest, obj: ErasureRequest) -> dict[str, Any]:
+        return {"scope_rows": scope_rows(obj), "scope_total": (obj.scope or {}).get("total", 0)}

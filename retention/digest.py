@@ -55,8 +55,9 @@ def subject_id_text(subject_id: Any) -> str:
             f"subject_id is a string or an integer (the host's stable id of the person), "
             f"not {type(subject_id).__name__}."
         )
-    text = str(subject_id)
-    if not text.strip():
+    # Surrounding spaces are not part of an id: " 42" and "42" are one subject.
+    text = str(subject_id).strip()
+    if not text:
         raise RetentionError("subject_id is empty.")
     return text
 

@@ -86,6 +86,13 @@ class ErasureRequestAdmin(ChangeContextMixin[ErasureRequest], ReadOnlyAdmin[Eras
     readonly_fields = fields
     change_form_template = "admin/retention/erasurerequest/change_form.html"
 
+    def lookup_allowed(self, lookup: str, value: str, request: HttpRequest) -> bool:
+        """No filter by the subject's id or the scope from the URL: a guessed
+        ``?subject_id=`` (or ``__startswith``) would confirm an id nobody may read here."""
+        if lookup.split("__")[0] in ("subject_id", "scope"):
+            return False
+        return super().lookup_allowed(lookup, value, request)
+
     @admin.display(description="whom")
     def whom(self, obj: ErasureRequest) -> str:
         return whom(obj)

@@ -23,12 +23,12 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='policyversion',
             name='erasure_basis',
-            field=models.TextField(blank=True, default=''),
+            field=models.TextField(blank=True, db_default='', default=''),
         ),
         migrations.AddField(
             model_name='policyversion',
             name='on_erasure',
-            field=models.CharField(choices=[('delete', 'Delete'), ('redact', 'Redact (model rows with strategies)'), ('keep', 'Keep (with a legal basis)')], default='delete', max_length=10),
+            field=models.CharField(choices=[('delete', 'Delete'), ('redact', 'Redact (model rows with strategies)'), ('keep', 'Keep (with a legal basis)')], db_default='delete', default='delete', max_length=10),
         ),
         migrations.RunPython(as_their_disposition, migrations.RunPython.noop),
         migrations.AddConstraint(

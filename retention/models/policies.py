@@ -122,9 +122,12 @@ class PolicyVersion(models.Model):
     # for "keep" the written legal basis (e.g. invoices kept ten years under
     # tax law); approved like every other rule of the version.
     on_erasure = models.CharField(
-        max_length=10, choices=ErasureAction.choices, default=ErasureAction.DELETE
+        max_length=10,
+        choices=ErasureAction.choices,
+        default=ErasureAction.DELETE,
+        db_default=ErasureAction.DELETE,
     )
-    erasure_basis = models.TextField(blank=True, default="")
+    erasure_basis = models.TextField(blank=True, default="", db_default="")
 
     author = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
     created_at = models.DateTimeField()

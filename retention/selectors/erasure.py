@@ -110,6 +110,15 @@ def _row_bound(row: RowClass, items: models.QuerySet[Any]) -> dict[str, Any]:
     return {"pks": sorted(str(pk) for pk in items.values_list("pk", flat=True))}
 
 
+def within(items: models.QuerySet[Any], bound: dict[str, Any]) -> models.QuerySet[Any]:
+    """``items`` as far as a frozen bound reaches: nothing written after it."""
+    if "max_record_id" in bound:
+        return items.filter(pk__lte=bound["max_record_id"])
+    if "max_pk" in bound:
+        return items.filter(pk__lte=bound["max_pk"])
+    return items.filter(pk__in=bound.get("pks", []))
+
+
 def _row_holds(row: RowClass, items: models.QuerySet[Any]) -> list[dict[str, Any]]:
     holds = held_rows(row.data_class, label=row.label, tenant_field=row.tenant_field)
     found = []
@@ -160,22 +169,24 @@ def class_scope(data_class: str, who: Subject, *, record_bound: int) -> dict[str
     if why:
         entry.update(reachable=False, not_reachable_because=why)
         return entry
+    # The bound first, then what lies within it: the counts and the holds
+    # describe exactly the items the bound lets in.
     if row is None:
-        records = tracked_items(data_class, who)
-        entry.update(
-            count=records.count(),
-            bound={"max_record_id": record_bound},
-            holds=_tracked_holds(data_class, records),
-        )
+        bound = {"max_record_id": record_bound}
+        records = within(tracked_items(data_class, who), bound)
+        entry.update(count=records.count(), bound=bound, holds=_tracked_holds(data_class, records))
     else:
         try:
             rows = row_items(row, who)
+            bound = _row_bound(row, rows)
+            rows = within(rows, bound)
             count = rows.count()
         except (ValueError, TypeError, ValidationError):
             # An id the subject or tenant field cannot hold (text for an
             # integer key) names no row of the class.
             rows, count = row.queryset().none(), 0
-        entry.update(count=count, bound=_row_bound(row, rows), holds=_row_holds(row, rows))
+            bound = _row_bound(row, rows)
+        entry.update(count=count, bound=bound, holds=_row_holds(row, rows))
     return entry
 
 

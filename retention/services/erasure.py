@@ -39,8 +39,12 @@ def _subject(subject_id: Any, tenant_id: Any) -> Subject:
             "An erasure request needs a subject_id, a tenant_id, or both (a subject within a "
             "tenant)."
         )
-    if tenant_id is not None and (not isinstance(tenant_id, str) or not tenant_id.strip()):
-        raise InvalidErasureRequest(f"tenant_id is a non-empty string, not {tenant_id!r}.")
+    if tenant_id is not None and (
+        not isinstance(tenant_id, str) or not tenant_id.strip() or len(tenant_id) > 100
+    ):
+        raise InvalidErasureRequest(
+            f"tenant_id is a non-empty string of at most 100 characters, not {tenant_id!r}."
+        )
     text = ""
     digest = ""
     if subject_id is not None:
@@ -181,7 +185,9 @@ def _end(
         request.ended_by = by  # type: ignore[assignment]
         request.ended_at = now
         request.end_reason = reason.strip()
-        request.save(update_fields=["state", "ended_by", "ended_at", "end_reason"])
+        # Ended without erasing: nothing is left to find by the subject's id.
+        request.subject_id = ""
+        request.save(update_fields=["state", "ended_by", "ended_at", "end_reason", "subject_id"])
     return request
 
 

@@ -80,3 +80,17 @@ def test_permissions__authors_and_approvers_see_requests(requests, alice_client,
 
     assert alice_client.get(url).status_code == 200
     assert client.get(url).status_code == 302  # not signed in: to the login page
+
+
+@pytest.mark.parametrize(
+    "query", ["subject_id=ann@x.test", "subject_id__startswith=a", "scope__total=1"]
+)
+def test_list__refuses_to_filter_by_the_subjects_id_or_the_scope(requests, bob_client, query):
+    url = reverse("admin:retention_erasurerequest_changelist")
+    bob_client.raise_request_exception = False
+
+    response = bob_client.get(f"{url}?{query}")
+
+    # A lookup the admin does not allow is a suspicious request: 400, nothing listed.
+    assert response.status_code == 400
+    assert requests["late"].subject_digest[:12] not in response.content.decode()

@@ -39,9 +39,11 @@ def _outage_mid_run(
     outage: Callable[[], object],
     *,
     timeout: float,
+    restore: Callable[[], object] = lambda: None,
     **extra: str,
 ) -> tuple[subprocess.Popen[str], str, str]:
-    """``run_retention`` as a subprocess, ``outage`` once it deletes; its output at its end."""
+    """``run_retention`` as a subprocess, ``outage`` once it deletes; its output at its
+    end. ``restore`` brings the database back once the run has ended (or timed out)."""
     process = start_run(cluster, data_class, **extra)
     wait_until_deleting(cluster, data_class, process)
     outage()
@@ -49,6 +51,7 @@ def _outage_mid_run(
         out, err = process.communicate(timeout=timeout)
     finally:
         process.kill()
+        restore()
     return process, out, err
 
 
@@ -71,12 +74,14 @@ def test_run_retention__a_database_away_too_long_stops_with_one_line_and_the_nex
 ) -> None:
     data_class = seed(cluster, count=120, rate=20)
     started = time.monotonic()
-    try:
-        process, out, err = _outage_mid_run(
-            cluster, data_class, cluster.stop, timeout=30, RETENTION_DATABASE_RETRY_SECONDS="3"
-        )
-    finally:
-        cluster.start()
+    process, out, err = _outage_mid_run(
+        cluster,
+        data_class,
+        cluster.stop,
+        timeout=30,
+        restore=cluster.start,
+        RETENTION_DATABASE_RETRY_SECONDS="3",
+    )
 
     assert process.returncode == 1
     assert "Traceback" not in err

@@ -198,9 +198,10 @@ def test_qcluster__schedule_fires_a_run_that_deletes_every_expired_object(
     schedules_install(cron="17 2 * * *", now=now)
     # Due now: the cluster's scheduler fires it at its first tick, which a
     # 30 s guard cycle makes the guard's first loop, at start (not 30 s in).
-    # Worker timeouts are then counted in steps of 30 s: 30, and retry after.
+    # Worker timeouts are then counted in steps of 30 s (a task is stopped 30
+    # to 60 s in), so tasks are handed out again only after 70 s.
     Schedule.objects.filter(name=SWEEP_SCHEDULE).update(next_run=now - timedelta(minutes=1))
-    cluster.env.update({"Q_GUARD_CYCLE": "30", "Q_TIMEOUT": "30", "Q_RETRY": "40"})
+    cluster.env.update({"Q_GUARD_CYCLE": "30", "Q_TIMEOUT": "30", "Q_RETRY": "70"})
     # One page a batch task here, so the run's batches can be counted.
     cluster.env["RETENTION_BATCH_SECONDS"] = "0"
 
@@ -249,8 +250,9 @@ def test_qcluster__killed_mid_run_converges_after_restart(
 
     # Restarted with a 15 s guard cycle, its scheduler ticks 15 s in (once the
     # dead workers' 8 s claims have lapsed) rather than 30 s: the run's own
-    # resumption, or the watchdog, carries it on. Worker timeouts count in 15 s steps.
-    cluster.env.update({"Q_GUARD_CYCLE": "15", "Q_TIMEOUT": "30", "Q_RETRY": "40"})
+    # resumption, or the watchdog, carries it on. Worker timeouts count in 15 s
+    # steps (a task is stopped 30 to 45 s in): tasks are handed out again after 50 s.
+    cluster.env.update({"Q_GUARD_CYCLE": "15", "Q_TIMEOUT": "30", "Q_RETRY": "50"})
     cluster.start()
     wait_for(finished(run), timeout=200, cluster=cluster, what="the interrupted run to converge")
 

@@ -191,6 +191,33 @@ def test_request__an_id_a_subject_field_cannot_hold_names_no_row(
     assert (accounts["reachable"], accounts["count"], accounts["holds"]) == (True, 0, [])
 
 
+def test_request__the_subject_id_is_kept_while_open_without_surrounding_spaces(
+    host, requester, now
+):
+    request = api.request_erasure(
+        requested_by=requester, reason="Art. 17", subject_id=" ann@x.test ", now=now
+    )
+
+    request.refresh_from_db()
+    assert request.subject_id == "ann@x.test"
+    assert request.subject_digest == subject_digest("ann@x.test")
+    assert _by_class(request)["idv.photo"]["count"] == 4
+
+
+def test_request__items_written_after_its_receipt_are_outside_its_scope(host, requester, now):
+    request = api.request_erasure(
+        requested_by=requester, reason="Art. 17", subject_id="ann@x.test", now=now
+    )
+    later = _track("acme/later.jpg", "ann@x.test")
+    Account.objects.create(tenant_id="acme", name="Ann 2", email="ann2@x.test")
+
+    bound = _by_class(request)["idv.photo"]["bound"]["max_record_id"]
+    assert later.pk > bound
+    assert (
+        _by_class(request)["accounts.redact"]["bound"]["max_pk"] < Account.objects.latest("pk").pk
+    )
+
+
 def test_request__due_after_the_setting(host, requester, now, settings):
     settings.RETENTION_ERASURE_DUE = timedelta(days=10)
 
@@ -207,6 +234,7 @@ def test_request__due_after_the_setting(host, requester, now, settings):
         ({"subject_id": ""}, "subject_id is empty"),
         ({"subject_id": 1.5}, "subject_id is a string or an integer"),
         ({"tenant_id": ""}, "tenant_id is a non-empty string"),
+        ({"tenant_id": "t" * 101}, "at most 100 characters"),
         ({"subject_id": "a", "data_classes": "idv.photo"}, "not the string 'idv.photo'"),
         ({"subject_id": "a", "data_classes": []}, "data_classes is empty"),
         (
@@ -319,6 +347,8 @@ def test_reject__an_approvers_decision_with_a_reason(host, requester, erasure_ap
 
     rejected.refresh_from_db()
     assert rejected.state == ErasureState.REJECTED
+    # Ended without erasing: the subject's id is forgotten, its digest stays.
+    assert (rejected.subject_id, rejected.subject_digest) == ("", subject_digest("a"))
     assert (rejected.ended_by, rejected.end_reason) == (erasure_approver, "Identity not verified")
     with pytest.raises(InvalidTransition, match="it is rejected"):
         api.cancel_erasure(rejected, by=requester, reason="late", now=now)
@@ -347,6 +377,7 @@ def test_cancel__before_it_executes_by_its_requester_or_an_approver(
     assert {r.state for r in ErasureRequest.objects.exclude(pk=received.pk)} == {
         ErasureState.CANCELLED
     }
+    assert set(ErasureRequest.objects.values_list("subject_id", flat=True)) == {""}
     with pytest.raises(InvalidTransition, match="it is executing"):
         api.cancel_erasure(received, by=requester, reason="too late", now=now)
 

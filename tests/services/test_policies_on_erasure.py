@@ -128,6 +128,15 @@ def test_admin_form__left_empty_on_erasure_is_the_disposition():
     assert form.cleaned_data["on_erasure"] == "delete"
 
 
+def test_admin_form__left_empty_on_a_redacting_class_it_redacts(register_accounts):
+    register_accounts()
+
+    form = _form(data_class="accounts.redact", disposition="redact")
+
+    assert form.is_valid(), form.errors
+    assert form.cleaned_data["on_erasure"] == "redact"
+
+
 def test_admin_form__keep_needs_its_legal_basis():
     refused = _form(on_erasure="keep")
     kept = _form(on_erasure="keep", erasure_basis=BASIS)

@@ -37,6 +37,7 @@ from retention.selectors.policies import (
     VERSION_RULE_FIELDS,
     disposition_choices,
     erasure_choices,
+    erasure_default,
     keep_without_basis,
     version_in_force,
 )
@@ -123,7 +124,7 @@ class VersionRulesForm(forms.ModelForm[PolicyVersion]):
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean() or {}
         if not cleaned.get("on_erasure"):
-            cleaned["on_erasure"] = cleaned.get("disposition") or Disposition.DELETE.value
+            cleaned["on_erasure"] = erasure_default(cleaned)
         if keep_without_basis(cleaned["on_erasure"], cleaned.get("erasure_basis")):
             self.add_error(
                 "erasure_basis", "Keeping a subject's data after an erasure needs its legal basis."

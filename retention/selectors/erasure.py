@@ -139,11 +139,7 @@ def _tracked_holds(
     data_class: str, items: models.QuerySet[RetentionRecord]
 ) -> list[dict[str, Any]]:
     found = []
-    for hold in (
-        LegalHold.objects.active().filter(subject_pk__isnull=True).order_by("placed_at", "pk")
-    ):
-        if hold.data_class and hold.data_class != data_class:
-            continue
+    for hold in LegalHold.objects.covering(data_class=data_class).order_by("placed_at", "pk"):
         count = items.filter(hold.scope_q()).count()
         if count:
             found.append({"hold": hold.pk, "count": count})

@@ -6,8 +6,9 @@ REST API ask these functions instead of filtering versions themselves.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from retention.models import (
     Disposition,
@@ -117,6 +118,11 @@ def erasure_choices(data_class: str) -> list[tuple[str, str]]:
         choices.append((ErasureAction.REDACT.value, "Redact the subject's rows"))
     choices.append((ErasureAction.KEEP.value, "Keep them, under a legal basis"))
     return choices
+
+
+def erasure_default(rules: Mapping[str, Any]) -> str:
+    """What an erasure does when a version leaves ``on_erasure`` out: what its disposition does."""
+    return str(rules.get("disposition") or Disposition.DELETE.value)
 
 
 def keep_without_basis(on_erasure: str, basis: object) -> bool:

@@ -23,6 +23,7 @@ from retention.exceptions import (
     InvalidErasureRequest,
     InvalidTransition,
     NotAllowed,
+    RetentionError,
 )
 from retention.models import ErasureRequest, ErasureState
 from retention.models.erasure import OPEN_STATES
@@ -50,7 +51,7 @@ def _subject(subject_id: Any, tenant_id: Any) -> Subject:
     if subject_id is not None:
         try:
             text = subject_id_text(subject_id)
-        except Exception as exc:
+        except RetentionError as exc:
             raise InvalidErasureRequest(str(exc)) from None
         digest = subject_digest(text)
     return Subject(subject_id=text, subject_digest=digest, tenant_id=tenant_id or "")

@@ -38,6 +38,7 @@ from retention.rows.registration import fingerprint, registration_of, unstable_s
 from retention.rows.registry import RowClass, row_class
 from retention.selectors.policies import (
     RULE_FIELDS,
+    erasure_default,
     keep_without_basis,
     lock_violation,
     version_in_force,
@@ -96,7 +97,7 @@ def _redact_possible(what: str, data_class: str | None) -> None:
 def _validate_on_erasure(rules: dict[str, Any], data_class: str | None) -> None:
     """What an erasure does to the class: delete, redact (rows with strategies) or keep
     (with its written legal basis). Absent, it is what the disposition does."""
-    action = rules.get("on_erasure", rules.get("disposition", Disposition.DELETE))
+    action = rules.get("on_erasure", erasure_default(rules))
     if action not in ErasureAction.values:
         raise InvalidPolicyVersion(
             f"Unknown on_erasure {action!r}: one of {', '.join(ErasureAction.values)}."
@@ -168,7 +169,7 @@ def policy_version_propose(
             created_at=now,
             registration=registration,
             registration_fingerprint=fingerprint(registration) if registration else "",
-            **{"on_erasure": rules.get("disposition", Disposition.DELETE), **rules},
+            **{"on_erasure": erasure_default(rules), **rules},
         )
         version.full_clean(exclude=["policy"])
         version.save()

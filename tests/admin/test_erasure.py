@@ -10,6 +10,7 @@ from django.urls import reverse
 
 from retention import api
 from retention.models import ErasureRequest
+from retention.reporting import human
 from tests.rowhost.models import Account
 
 pytestmark = pytest.mark.django_db
@@ -44,6 +45,7 @@ def test_list__due_dates_with_the_overdue_ones_marked(requests, bob_client):
     assert response.status_code == 200
     body = response.content.decode()
     assert body.count("OVERDUE") == 1
+    assert human(requests["late"].due_at) + " OVERDUE" in body
     assert f"subject {requests['late'].subject_digest[:12]}…" in body
     assert "tenant globex" in body
     assert "ann@x.test" not in body  # the subject's id is never shown
@@ -60,6 +62,9 @@ def test_change_page__the_frozen_scope_as_the_approver_sees_it(requests, bob_cli
     assert "<td>accounts.redact</td><td>rows</td><td>yes</td><td>1</td><td>redact</td>" in body
     assert f"hold #{requests['hold'].pk} (1)" in body
     assert f"keep: {BASIS}" in body
+    # The classes asked for as words, not a JSON list.
+    assert "accounts.redact, billing.invoice, idv.photo" in body
+    assert '["accounts.redact"' not in body
     assert "ann@x.test" not in body
 
 

@@ -409,7 +409,7 @@ def test_retention_check__an_open_request_past_its_due_date_fails_with_erasure_o
     )
     assert report["ok"] is False
     assert report["erasures"]["overdue"] == [
-        {"id": str(late.pk), "state": "approved", "due_at": "2026-04-13T12:00:00+00:00"}
+        {"id": str(late.pk), "state": "approved", "due_at": "2026-04-13T12:00:00Z"}
     ]
     assert report["erasures"]["by_state"]["received"] == 1
 

@@ -189,8 +189,7 @@ def _erasure_as_json(status: ErasureStatus) -> dict[str, Any]:
         "ok": status.ok,
         "by_state": status.by_state,
         "overdue": [
-            {"id": str(r.pk), "state": r.state, "due_at": r.due_at.isoformat()}
-            for r in status.overdue
+            {"id": str(r.pk), "state": r.state, "due_at": _when(r.due_at)} for r in status.overdue
         ],
     }
 

@@ -78,6 +78,13 @@ class ErasureRequest(models.Model):
     end_reason = models.TextField(blank=True, default="")
     completed_at = models.DateTimeField(null=True, blank=True)
     verified_at = models.DateTimeField(null=True, blank=True)
+    # What its runs did, per class, as last settled (``retention.engine.erasure``):
+    # {"classes": {name: {"on_erasure", "erased", "redacted", "kept": [{"hold",
+    # "reason", "count"}], "basis", "left", "verified"}}, "settled_at"}.
+    outcome = models.JSONField(default=dict, db_default={}, blank=True)
+    # Issued when it completes or partially completes (``api.erasure_certificate``):
+    # fixed then, so its hash in the journal stays its hash.
+    certificate = models.JSONField(null=True, blank=True)
 
     class Meta:
         ordering = ["-received_at"]

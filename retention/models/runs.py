@@ -24,6 +24,8 @@ class RunMode(models.TextChoices):
     ENFORCE = "enforce", "Enforce"
     # The store compared with the records (retention_reconcile); deletes nothing.
     RECONCILE = "reconcile", "Reconcile"
+    # An approved erasure request executed: its frozen scope, whatever the age.
+    ERASE = "erase", "Erase (an erasure request)"
 
 
 class RunStatus(models.TextChoices):
@@ -111,6 +113,14 @@ class Run(models.Model):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )
     reviewed_at = models.DateTimeField(null=True, blank=True)
+    # Mode "erase": the request it executes.
+    erasure = models.ForeignKey(
+        "retention.ErasureRequest",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="runs",
+    )
 
     class Meta:
         ordering = ["-started_at"]
@@ -121,6 +131,11 @@ class Run(models.Model):
             ),
             models.CheckConstraint(
                 condition=Q(status__in=RunStatus.values), name="retention_run_status_valid"
+            ),
+            models.CheckConstraint(
+                condition=Q(mode=RunMode.ERASE, erasure__isnull=False)
+                | (~Q(mode=RunMode.ERASE) & Q(erasure__isnull=True)),
+                name="retention_run_erase_has_request",
             ),
         ]
 

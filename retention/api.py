@@ -19,6 +19,7 @@ from retention import engine, services
 from retention.clock import db_now
 from retention.conf import settings
 from retention.exceptions import (
+    CertificateNotIssued,
     EnforcementNotAllowed,
     FourEyesViolation,
     InvalidErasureRequest,
@@ -53,6 +54,7 @@ from retention.selectors.run_rules import run_rules
 from retention.services import erasure
 
 __all__ = [
+    "CertificateNotIssued",
     "EnforcementNotAllowed",
     "FourEyesViolation",
     "InvalidErasureRequest",
@@ -74,6 +76,7 @@ __all__ = [
     "approve_policy_version",
     "breaker_release",
     "cancel_erasure",
+    "erasure_certificate",
     "disable_enforcement",
     "enable_enforcement",
     "explain_retention",
@@ -304,6 +307,25 @@ def cancel_erasure(
 ) -> ErasureRequest:
     """Withdraw a request before it executes: its requester or an approver, with a reason."""
     return erasure.erasure_cancel(request=request, by=by, reason=reason, now=_now(now))
+
+
+def erasure_certificate(request: ErasureRequest) -> dict[str, Any]:
+    """The request's certificate, a JSON document (``docs/erasure.md``), as it was issued
+    when the request completed or partially completed; ``CertificateNotIssued`` before.
+
+    It names the subject by its digest only, says per class what was erased,
+    redacted and kept (with the hold or the legal basis), and carries the
+    Merkle root of the request's events and the chain head after them,
+    signed with ``RETENTION_SIGNING_KEY`` when set. ``python -m
+    retention.receipts verify CERTIFICATE.json`` checks it offline.
+    """
+    request.refresh_from_db(fields=["certificate", "state"])
+    if request.certificate is None:
+        raise CertificateNotIssued(
+            f"{request} has no certificate yet: one is issued when it completes or "
+            "partially completes."
+        )
+    return dict(request.certificate)
 
 
 def policy_version_in_force(data_class: str) -> PolicyVersion:

@@ -65,6 +65,10 @@ class InvalidErasureRequest(RetentionError):
     code = "invalid_erasure_request"
 
 
+class CertificateNotIssued(RetentionError):
+    """An erasure request's certificate is issued when it completes or partially completes."""
+
+
 class RunRefused(RetentionError):
     """The run could not start; ``reason`` is a stable short code."""
 

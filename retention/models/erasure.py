@@ -58,9 +58,12 @@ class ErasureRequest(models.Model):
     # The classes asked for; empty: every class.
     data_classes = models.JSONField(default=list, blank=True)
     reason = models.TextField()
+    # A person (admin, the Python API), or a tenant through its API key
+    # (``requested_by_tenant``): one of the two.
     requested_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+"
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )
+    requested_by_tenant = models.CharField(max_length=100, blank=True, default="", db_default="")
     received_at = models.DateTimeField()
     due_at = models.DateTimeField()
     # A tenant's offboarding: a grace period before it may execute.
@@ -98,6 +101,10 @@ class ErasureRequest(models.Model):
                 name="retention_erasure_subject_or_tenant",
             ),
             models.CheckConstraint(condition=~Q(reason=""), name="retention_erasure_has_reason"),
+            models.CheckConstraint(
+                condition=Q(requested_by__isnull=False) | ~Q(requested_by_tenant=""),
+                name="retention_erasure_has_requester",
+            ),
             models.CheckConstraint(
                 condition=Q(approved_by__isnull=True) | ~Q(approved_by=models.F("requested_by")),
                 name="retention_erasure_four_eyes",

@@ -75,16 +75,29 @@ def _classes(data_classes: Iterable[str] | None) -> list[str]:
 
 def erasure_request(
     *,
-    requested_by: AbstractBaseUser,
+    requested_by: AbstractBaseUser | None,
     reason: str,
     now: datetime,
     subject_id: Any = None,
     tenant_id: str | None = None,
     data_classes: Iterable[str] | None = None,
     not_before: datetime | None = None,
+    requested_by_tenant: str = "",
 ) -> ErasureRequest:
     """Receive a request: state ``received``, due ``RETENTION_ERASURE_DUE`` after ``now``,
-    its scope frozen as it is now (``retention.selectors.erasure``)."""
+    its scope frozen as it is now (``retention.selectors.erasure``).
+
+    ``requested_by``: the person; or None and ``requested_by_tenant``, a
+    tenant asking through its API key, which erases its own data subjects
+    only, never itself (its offboarding is the provider's act).
+    """
+    if requested_by is None and not requested_by_tenant:
+        raise InvalidErasureRequest("An erasure request needs who requested it.")
+    if requested_by_tenant and (subject_id is None or tenant_id != requested_by_tenant):
+        raise InvalidErasureRequest(
+            "A tenant requests the erasure of one of its own data subjects (a subject_id "
+            "within its tenant); its own offboarding is the provider's to request."
+        )
     if not isinstance(reason, str) or not reason.strip():
         raise InvalidErasureRequest("An erasure request needs a reason.")
     who = _subject(subject_id, tenant_id)
@@ -153,7 +166,7 @@ def erasure_approve(
                 f"{request} cannot be approved: only a received request can (it is "
                 f"{request.state})."
             )
-        if request.requested_by_id == approver.pk:
+        if request.requested_by_id is not None and request.requested_by_id == approver.pk:
             raise FourEyesViolation(
                 f"{approver} requested {request} and may not approve it: a second person must."
             )
@@ -212,7 +225,9 @@ def erasure_cancel(
     *, request: ErasureRequest, by: AbstractBaseUser, reason: str, now: datetime
 ) -> ErasureRequest:
     """Withdraw a request before it executes: its requester or an approver."""
-    if request.requested_by_id != by.pk and not _may_approve(by):
+    if (request.requested_by_id is None or request.requested_by_id != by.pk) and not _may_approve(
+        by
+    ):
         raise NotAllowed(f"Only the requester of {request} or an approver may cancel it.")
     return _end(
         request, by=by, reason=reason, now=now, state=ErasureState.CANCELLED, allowed=NOT_STARTED

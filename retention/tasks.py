@@ -14,6 +14,7 @@ from typing import Any
 from retention import engine
 from retention.chain.anchors import chain_anchor_due
 from retention.clock import db_now, host_clock_read
+from retention.engine.erasure import erasures_enqueue
 from retention.models import RunTrigger
 from retention.services.hold_mirror import hold_mirror_continue, hold_mirrors_resume
 
@@ -32,10 +33,14 @@ def reconcile_scheduled(**_schedule: Any) -> str:
 
 def runs_resume() -> int:
     """The watchdog: advance queued runs that no batch carries on any more,
-    anchor the chain head when it moved and RETENTION_ANCHOR_INTERVAL has
-    passed, and publish again the Object Lock mirrors of holds that stalled."""
+    start the erasure requests that are due, anchor the chain head when it
+    moved and RETENTION_ANCHOR_INTERVAL has passed, and publish again the
+    Object Lock mirrors of holds that stalled."""
     now = db_now()
     resumed = len(engine.runs_resume_stalled(now=now))
+    # Erasure requests due (approved, past a grace period, a hold released)
+    # whose run nobody started, or whose last run left something.
+    resumed += len(erasures_enqueue(now=now))
     chain_anchor_due(now=now)
     hold_mirrors_resume(now=now)
     return resumed
@@ -56,6 +61,12 @@ def batch_dispose(payload: dict[str, Any]) -> dict[str, int]:
     """One batch of a queued run; it notes how far this worker's clock is from the database's."""
     engine.run_host_clock_record(payload["run_id"], host_clock_read())
     return dict(engine.batch_dispose(payload=payload).counts)
+
+
+def erasure_execute(payload: dict[str, Any]) -> int:
+    """Published when an erasure request is approved: start the queued runs of the due
+    requests (this one, unless its grace period still runs); returns how many started."""
+    return len(erasures_enqueue(now=db_now()))
 
 
 def hold_mirror(payload: dict[str, Any]) -> int:

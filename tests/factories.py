@@ -56,3 +56,12 @@ class ReconcileRunFactory(factory.django.DjangoModelFactory):
     started_at = factory.LazyAttribute(lambda run: run.finished_at - timedelta(minutes=5))
     cutoff = factory.SelfAttribute("started_at")
     report = factory.LazyAttribute(_reconcile_report)
+
+
+def user_with_perms(username: str, *codenames: str) -> Any:
+    """A user holding these ``retention`` permissions (read back, so they are seen)."""
+    user = UserFactory(username=username)
+    user.user_permissions.add(
+        *Permission.objects.filter(content_type__app_label="retention", codename__in=codenames)
+    )
+    return type(user).objects.get(pk=user.pk)

@@ -31,6 +31,8 @@ Modules, one concept each:
   host's transaction that tracked it commits;
 - ``publish``: task names and how queued runs are published;
 - ``schedule``: the nightly sweep and its watchdog;
+- ``erasure``: approved erasure requests executed as runs of mode
+  ``erase`` (inline before a sweep, or queued), settled after each run;
 - ``reconcile``: the store compared with the records, and mirrored legal
   holds with the holds (a sub-package with its own map).
 
@@ -38,7 +40,7 @@ Imported one way, each only from those before it: ``rules``, ``leases``,
 ``outage``, ``pacing``, ``guard`` ← ``disposal`` ← ``ledger`` ← ``breaker``,
 ``stepping``, ``claims`` ← ``events`` ← ``finalize`` ← ``page`` ←
 ``overlap`` ← ``rows`` ← ``measure`` ← ``inline`` ← ``at_write``, ``publish`` ←
-``queued`` ← ``batch``, ``schedule``, ``reconcile``. The one call back,
+``queued`` ← ``batch``, ``schedule``, ``erasure``, ``reconcile``. The one call back,
 claims to page, imports inside its function.
 
 The names below are the engine's entry points for the interfaces (command,

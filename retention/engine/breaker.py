@@ -17,6 +17,9 @@ digests, never keys), counts its records or rows as the run's ``tripped``,
 and stays held in every later run until ``breaker_release``; the next full
 sweep then disposes of it without checking and marks the release used.
 A dry run decides nothing: its report says what an enforcing run would.
+An erase run compares each class with the frozen scope its request's
+approver approved instead, and holds it (no trip to release) when it would
+dispose of more.
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ from retention.selectors.breaker import (
     records_not_deleted,
     trip_summary,
 )
+from retention.selectors.erasure import RUN_KEY as ERASE_KEY
 
 REPORT_KEY = "breaker"
 FRACTION = "fraction"
@@ -74,12 +78,17 @@ def breaker_decide(
     ``eligible``: what the measure counted per class; ``rows``: its figures
     of model-row classes (their ``_free`` rows give the sample).
     """
-    if run.mode != RunMode.ENFORCE or not breaker_enabled() or not run.data_classes:
+    if run.mode == RunMode.ERASE and run.data_classes:
+        entries = {
+            name: _erase_decide(run, name, eligible.get(name, 0)) for name in run.data_classes
+        }
+    elif run.mode != RunMode.ENFORCE or not breaker_enabled() or not run.data_classes:
         return {}
-    entries = {
-        name: _decide(run, name, _about(run, eligible.get(name, 0)), rows.get(name), now)
-        for name in run.data_classes
-    }
+    else:
+        entries = {
+            name: _decide(run, name, _about(run, eligible.get(name, 0)), rows.get(name), now)
+            for name in run.data_classes
+        }
     tripped = sum(int(e["about_to_delete"]) for e in entries.values() if e["held"])
     with transaction.atomic():
         locked = Run.objects.select_for_update().get(pk=run.pk)
@@ -124,6 +133,19 @@ def breaker_preview(
 def _about(run: Run, eligible: int) -> int:
     """What the run may dispose of: its eligible, at most its ``--limit``."""
     return min(eligible, run.limit) if run.limit is not None else eligible
+
+
+def _erase_decide(run: Run, name: str, about: int) -> dict[str, Any]:
+    """An erase run's class: held when it would dispose of more than the frozen scope
+    its approver saw (whatever the breaker's settings: the approval was of that scope)."""
+    frozen = int(((run.report.get(ERASE_KEY) or {}).get("counts") or {}).get(name, 0))
+    entry: dict[str, Any] = {"about_to_delete": about, "held": about > frozen, "frozen": frozen}
+    if about > frozen:
+        entry["reason"] = (
+            f"would dispose of {about}, more than the {frozen} of the scope its approver "
+            "approved; nothing of it is disposed of"
+        )
+    return entry
 
 
 def _decide(

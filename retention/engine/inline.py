@@ -33,7 +33,7 @@ from retention.engine.pacing import gate_for
 from retention.engine.page import claim_dispose, stranded_settle
 from retention.engine.rows.sweep import RowSweep, row_class_names
 from retention.engine.stepping import Clock, Monotonic, Stepper, Stop
-from retention.models import Run, RunMode, RunStatus
+from retention.models import DISPOSING_MODES, Run, RunMode, RunStatus
 from retention.selectors.run_rules import run_rules
 
 logger = logging.getLogger("retention.engine")
@@ -57,7 +57,7 @@ def run_execute(
     stepper = Stepper(run=run, clock=clock, monotonic=monotonic, max_seconds=max_seconds)
     liveness = Liveness(run)
     try:
-        if run.mode == RunMode.ENFORCE:
+        if run.mode in DISPOSING_MODES:
             liveness.start()
         return _execute(
             stepper, progress=progress, disposer=disposer, sleep=sleep, liveness=liveness

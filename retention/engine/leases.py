@@ -14,15 +14,15 @@ from datetime import datetime, timedelta
 from django.db import transaction
 
 from retention.conf import settings
-from retention.models import Run, RunLease, RunMode, RunStatus
+from retention.models import DISPOSING_MODES, Run, RunLease, RunStatus
 
 RUN_LEASE_LOST = "run lease lost"
 
 
 def runs_abandon_stale(now: datetime) -> None:
-    """Mark enforcing runs whose lease lapsed (their process died) abandoned."""
+    """Mark enforcing and erase runs whose lease lapsed (their process died) abandoned."""
     Run.objects.filter(
-        status=RunStatus.RUNNING, mode=RunMode.ENFORCE, lease_expires_at__lt=now
+        status=RunStatus.RUNNING, mode__in=DISPOSING_MODES, lease_expires_at__lt=now
     ).update(status=RunStatus.ABANDONED, status_reason="lease expired", finished_at=now)
 
 

@@ -22,12 +22,14 @@ from retention.clock import HostClock
 from retention.engine.disposal import ObjectDisposer
 from retention.engine.leases import run_leases_acquire, run_leases_release, runs_abandon_stale
 from retention.engine.outage import runs_abandon_orphaned
-from retention.engine.rules import class_rules_for, expired_pending
+from retention.engine.rules import class_rules_for, erase_rules, expired_pending
 from retention.exceptions import RunRefused
 from retention.models import (
+    DISPOSING_MODES,
     RUN_COUNT_FIELDS,
     DataClassMode,
     DeletionEvent,
+    ErasureRequest,
     EventOutcome,
     Policy,
     Run,
@@ -37,6 +39,9 @@ from retention.models import (
     RunTrigger,
 )
 from retention.selectors.control import kill_switch_paused
+from retention.selectors.erasure import RUN_KEY as ERASE_KEY
+from retention.selectors.erasure import erasure_plan, erasure_run_entry
+from retention.services.erasure_settle import erasure_settle
 from retention.storage import StorageUnavailable
 from retention.storage.s3_outage import UNANSWERED_REASON, run_unanswered_warn
 
@@ -54,6 +59,7 @@ def run_start(
     executor: str = RunExecutor.INLINE,
     schedule_slot: datetime | None = None,
     deadline_at: datetime | None = None,
+    erasure: ErasureRequest | None = None,
     now: datetime,
 ) -> Run:
     """Write the run and take its leases; raise RunRefused when it cannot run.
@@ -61,9 +67,15 @@ def run_start(
     A refused run stays in the ledger with status ``refused`` and its reason.
     A ``schedule_slot`` is unique: a second run for the same slot raises
     IntegrityError (the scheduled task joins the first instead).
+
+    Mode ``erase`` executes ``erasure`` (an approved request): the classes
+    its frozen scope says it disposes of, whatever their enforcement mode,
+    each by what it does on erasure, within the scope's bounds.
     """
     if mode not in RunMode.values:
         raise RunRefused(f"Unknown mode {mode!r}.", reason="bad_arguments")
+    if (mode == RunMode.ERASE) != (erasure is not None):
+        raise RunRefused("An erase run executes one erasure request.", reason="bad_arguments")
     if limit is not None and limit < 1:
         raise RunRefused("--limit must be at least 1.", reason="bad_arguments")
     policies = list(Policy.objects.all())
@@ -80,7 +92,14 @@ def run_start(
     else:
         chosen = sorted(policies, key=lambda p: p.data_class)
 
+    plan = erasure_plan(erasure) if erasure is not None else {}
+    if erasure is not None:
+        chosen = [known[name] for name in plan if name in known]
+        tenant_id = erasure.tenant_id or None
+
     refusal: tuple[str, str] | None = None
+    if mode == RunMode.ERASE and kill_switch_paused():
+        refusal = ("Retention is paused (kill switch); resume it first.", "paused")
     if mode == RunMode.ENFORCE:
         report_only = [p.data_class for p in chosen if p.mode != DataClassMode.ENFORCE]
         if data_classes and report_only:
@@ -94,10 +113,14 @@ def run_start(
             refusal = ("Retention is paused (kill switch); resume it first.", "paused")
 
     rules = [class_rules_for(p, started_at=now) for p in chosen]
+    if erasure is not None:
+        rules = [erase_rules(r, plan[r.data_class]) for r in rules]
     margin = max((r.safety_margin for r in rules), default=timedelta(0))
     report: dict[str, Any] = {"rules": {r.data_class: r.as_json() for r in rules}}
     if record_ids:
         report["record_ids"] = list(record_ids)
+    if erasure is not None:
+        report[ERASE_KEY] = erasure_run_entry(erasure, plan)
     with transaction.atomic():
         run = Run.objects.create(
             trigger=trigger,
@@ -111,10 +134,11 @@ def run_start(
             executor=executor,
             schedule_slot=schedule_slot,
             deadline_at=deadline_at,
+            erasure=erasure,
         )
     if refusal is not None:
         run_refuse(run, refusal[0], refusal[1], now)
-    if mode == RunMode.ENFORCE and run.data_classes:
+    if mode in DISPOSING_MODES and run.data_classes:
         # A run whose process stopped (the database was away too long) is
         # closed at once, not when its lease lapses.
         runs_abandon_orphaned(now)
@@ -209,6 +233,9 @@ def run_finish(run: Run, status: str, reason: str, now: datetime) -> Run:
     )
     if run.retried:
         run_unanswered_warn(run.pk, _unanswered_retries(run))
+    if run.erasure is not None:
+        # What the request's runs did, and its state (the last run to end decides).
+        erasure_settle(request=run.erasure, now=now)
     # The chain head, signed, outside the database (when configured); never fails the run.
     chain_anchor_on_commit(now=now)
     return run

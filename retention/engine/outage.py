@@ -42,12 +42,12 @@ from django.db import (
 
 from retention.conf import settings
 from retention.models import (
+    DISPOSING_MODES,
     RecordState,
     RetentionRecord,
     Run,
     RunExecutor,
     RunLease,
-    RunMode,
     RunStatus,
 )
 
@@ -331,7 +331,7 @@ def runs_abandon_orphaned(now: datetime) -> int:
         return 0
     running = Run.objects.filter(
         status=RunStatus.RUNNING,
-        mode=RunMode.ENFORCE,
+        mode__in=DISPOSING_MODES,
         executor=RunExecutor.INLINE,
         report__has_key=LIVENESS_KEY,
     )

@@ -22,7 +22,7 @@ from retention.broker import Publish, publish_task
 from retention.clock import db_now
 from retention.engine.ledger import run_abort, run_start
 from retention.exceptions import RunRefused
-from retention.models import Run, RunExecutor, RunTrigger
+from retention.models import ErasureRequest, Run, RunExecutor, RunTrigger
 
 logger = logging.getLogger("retention.dispatch")
 # The control plane's requests are logged where the REST API logs its own.
@@ -98,6 +98,7 @@ def run_enqueue(
     schedule_slot: datetime | None = None,
     deadline_at: datetime | None = None,
     key_id: str | None = None,
+    erasure: ErasureRequest | None = None,
     now: datetime,
     publish: Publish | None = None,
 ) -> Run:
@@ -126,6 +127,7 @@ def run_enqueue(
         executor=RunExecutor.QUEUE,
         schedule_slot=schedule_slot,
         deadline_at=deadline_at,
+        erasure=erasure,
         now=now,
     )
     if trigger == RunTrigger.API:

@@ -11,16 +11,24 @@ the scope they give a run are here.
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.db import transaction
 from django.db.models import Q
 
 from retention.conf import settings
-from retention.models import Policy, PolicyVersion, RecordQuerySet, RetentionRecord, Run
+from retention.models import Policy, PolicyVersion, RecordQuerySet, RetentionRecord, Run, RunMode
 from retention.rows.registry import row_class
+from retention.selectors.erasure import erase_records_q
 from retention.selectors.policies import version_governing
-from retention.selectors.run_rules import DEFAULT_BATCH_SIZE, ClassRules, class_cutoff
+from retention.selectors.run_rules import (
+    DEFAULT_BATCH_SIZE,
+    ERASE_CUTOFF,
+    ClassRules,
+    class_cutoff,
+)
 from retention.selectors.version_changes import registration_drift
 
 logger = logging.getLogger("retention.engine")
@@ -56,6 +64,18 @@ def class_rules_for(policy: Policy, *, started_at: datetime | None = None) -> Cl
         row_cutoff=row_cutoff,
         cascade=version.cascade if row is not None else None,
         registration_changed=drift.reason if drift is not None else "",
+    )
+
+
+def erase_rules(rules: ClassRules, planned: dict[str, Any]) -> ClassRules:
+    """A class's rules in an erase run: what it does on erasure, as the frozen scope
+    says, and no cutoff by age (a class of rows gets ``ERASE_CUTOFF``)."""
+    if row_class(rules.data_class) is None:
+        return rules
+    return replace(
+        rules,
+        disposition=str(planned.get("on_erasure") or rules.disposition),
+        row_cutoff=ERASE_CUTOFF,
     )
 
 
@@ -125,6 +145,8 @@ def run_scope(run: Run) -> RecordQuerySet:
     record_ids = run.report.get("record_ids") if isinstance(run.report, dict) else None
     if record_ids:
         qs = qs.filter(pk__in=record_ids)
+    if run.mode == RunMode.ERASE:
+        qs = qs.filter(erase_records_q(run))
     return qs
 
 

@@ -35,6 +35,7 @@ from retention.models.records import (
 )
 from retention.models.rows import RowMark, RowSkip
 from retention.models.runs import (
+    DISPOSING_MODES,
     RECONCILE_COUNTS,
     RECONCILE_FINDINGS,
     RUN_COUNT_FIELDS,
@@ -50,6 +51,7 @@ from retention.models.runs import (
 )
 
 __all__ = [
+    "DISPOSING_MODES",
     "AnyOf",
     "BatchState",
     "ChainHead",

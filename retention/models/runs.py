@@ -17,6 +17,8 @@ class RunTrigger(models.TextChoices):
     SCHEDULE = "schedule", "Schedule"
     COMMAND = "command", "Command"
     API = "api", "API"
+    # An erasure request's run, started on approval or by the watchdog.
+    ERASURE = "erasure", "Erasure request"
 
 
 class RunMode(models.TextChoices):
@@ -26,6 +28,10 @@ class RunMode(models.TextChoices):
     RECONCILE = "reconcile", "Reconcile"
     # An approved erasure request executed: its frozen scope, whatever the age.
     ERASE = "erase", "Erase (an erasure request)"
+
+
+# The modes that dispose of data: leases, liveness and the run audit apply to both.
+DISPOSING_MODES = (RunMode.ENFORCE, RunMode.ERASE)
 
 
 class RunStatus(models.TextChoices):

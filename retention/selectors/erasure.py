@@ -22,16 +22,20 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.db import models
-from django.db.models import Count, Max
+from django.db.models import Count, Exists, Max, OuterRef, Q
 
 from retention.models import (
+    ErasureAction,
     ErasureRequest,
     ErasureState,
     LegalHold,
     Policy,
     PolicyVersion,
+    RecordQuerySet,
     RecordState,
     RetentionRecord,
+    Run,
+    RunStatus,
 )
 from retention.models.erasure import OPEN_STATES
 from retention.rows.registry import RowClass, row_class, row_classes
@@ -66,9 +70,11 @@ def unknown_classes(data_classes: list[str]) -> list[str]:
     return sorted(name for name in data_classes if name not in known and row_class(name) is None)
 
 
-def tracked_items(data_class: str, who: Subject) -> models.QuerySet[RetentionRecord]:
+def tracked_items(data_class: str, who: Subject) -> RecordQuerySet:
     """A class's tracked records of the subject or tenant that are not gone."""
-    qs = RetentionRecord.objects.filter(data_class=data_class).exclude(state__in=GONE)
+    qs: RecordQuerySet = RetentionRecord.objects.filter(data_class=data_class).exclude(
+        state__in=GONE
+    )
     if who.subject_digest:
         qs = qs.filter(subject_digest=who.subject_digest)
     if who.tenant_id:
@@ -110,16 +116,22 @@ def _row_bound(row: RowClass, items: models.QuerySet[Any]) -> dict[str, Any]:
     return {"pks": sorted(str(pk) for pk in items.values_list("pk", flat=True))}
 
 
-def within(items: models.QuerySet[Any], bound: dict[str, Any]) -> models.QuerySet[Any]:
-    """``items`` as far as a frozen bound reaches: nothing written after it."""
+def within_q(bound: dict[str, Any]) -> Q:
+    """As far as a frozen bound reaches: nothing written after it."""
     if "max_record_id" in bound:
-        return items.filter(pk__lte=bound["max_record_id"])
+        return Q(pk__lte=bound["max_record_id"])
     if "max_pk" in bound:
-        return items.filter(pk__lte=bound["max_pk"])
-    return items.filter(pk__in=bound.get("pks", []))
+        return Q(pk__lte=bound["max_pk"])
+    return Q(pk__in=bound.get("pks", []))
 
 
-def _row_holds(row: RowClass, items: models.QuerySet[Any]) -> list[dict[str, Any]]:
+def within(items: models.QuerySet[Any], bound: dict[str, Any]) -> models.QuerySet[Any]:
+    """``items`` as far as a frozen bound reaches (``within_q``)."""
+    return items.filter(within_q(bound))
+
+
+def row_holds_count(row: RowClass, items: models.QuerySet[Any]) -> list[dict[str, Any]]:
+    """The active holds covering some of ``items`` (rows), with how many each covers."""
     holds = held_rows(row.data_class, label=row.label, tenant_field=row.tenant_field)
     found = []
     for hold_id, kind, value in holds.holds:
@@ -135,9 +147,10 @@ def _row_holds(row: RowClass, items: models.QuerySet[Any]) -> list[dict[str, Any
     return found
 
 
-def _tracked_holds(
+def tracked_holds_count(
     data_class: str, items: models.QuerySet[RetentionRecord]
 ) -> list[dict[str, Any]]:
+    """The active holds covering some of ``items`` (records), with how many each covers."""
     found = []
     for hold in LegalHold.objects.covering(data_class=data_class).order_by("placed_at", "pk"):
         count = items.filter(hold.scope_q()).count()
@@ -170,7 +183,9 @@ def class_scope(data_class: str, who: Subject, *, record_bound: int) -> dict[str
     if row is None:
         bound = {"max_record_id": record_bound}
         records = within(tracked_items(data_class, who), bound)
-        entry.update(count=records.count(), bound=bound, holds=_tracked_holds(data_class, records))
+        entry.update(
+            count=records.count(), bound=bound, holds=tracked_holds_count(data_class, records)
+        )
     else:
         try:
             rows = row_items(row, who)
@@ -182,7 +197,7 @@ def class_scope(data_class: str, who: Subject, *, record_bound: int) -> dict[str
             # integer key) names no row of the class.
             rows, count = row.queryset().none(), 0
             bound = _row_bound(row, rows)
-        entry.update(count=count, bound=bound, holds=_row_holds(row, rows))
+        entry.update(count=count, bound=bound, holds=row_holds_count(row, rows))
     return entry
 
 
@@ -193,6 +208,108 @@ def erasure_scope(who: Subject, data_classes: list[str] | None) -> dict[str, Any
         class_scope(name, who, record_bound=record_bound) for name in erasure_classes(data_classes)
     ]
     return {"classes": classes, "total": sum(c["count"] for c in classes)}
+
+
+# Where an erase run keeps what it executes (``Run.report``): the request,
+# its subject's digest and each class's frozen bound.
+RUN_KEY = "erasure"
+
+
+def request_subject(request: ErasureRequest) -> Subject:
+    return Subject(
+        subject_id=request.subject_id,
+        subject_digest=request.subject_digest,
+        tenant_id=request.tenant_id,
+    )
+
+
+def erasure_plan(request: ErasureRequest) -> dict[str, dict[str, Any]]:
+    """What an erase run of the request disposes of, per class, from its frozen scope:
+    the reachable classes that delete or redact on erasure and had items then."""
+    classes = (request.scope or {}).get("classes") or []
+    return {
+        entry["data_class"]: entry
+        for entry in classes
+        if entry.get("reachable")
+        and entry.get("on_erasure") in (ErasureAction.DELETE, ErasureAction.REDACT)
+        and entry.get("count")
+    }
+
+
+def erasure_run_entry(request: ErasureRequest, plan: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """What an erase run keeps of its request in its report (``RUN_KEY``): never the
+    subject's id, which the engine reads from the request itself."""
+    return {
+        "request": str(request.pk),
+        "subject_digest": request.subject_digest,
+        "bounds": {name: entry.get("bound") or {} for name, entry in plan.items()},
+        "counts": {name: int(entry.get("count") or 0) for name, entry in plan.items()},
+    }
+
+
+def _run_entry(run: Run) -> dict[str, Any]:
+    report = run.report if isinstance(run.report, dict) else {}
+    entry = report.get(RUN_KEY)
+    return entry if isinstance(entry, dict) else {}
+
+
+def erase_records_q(run: Run) -> Q:
+    """An erase run's tracked records: its subject's (its tenant is the run's), each
+    class within its frozen bound."""
+    entry = _run_entry(run)
+    bounds = entry.get("bounds") or {}
+    q = Q(pk__in=[])
+    for name in run.data_classes:
+        if "max_record_id" in (bounds.get(name) or {}):
+            q |= Q(data_class=name, pk__lte=bounds[name]["max_record_id"])
+    if entry.get("subject_digest"):
+        q &= Q(subject_digest=entry["subject_digest"])
+    return q
+
+
+def erase_rows(row: RowClass, run: Run) -> models.QuerySet[Any]:
+    """An erase run's rows of a class: its subject's or tenant's, within the frozen bound."""
+    bound = (_run_entry(run).get("bounds") or {}).get(row.data_class)
+    if run.erasure is None or not bound:
+        return row.queryset().none()
+    try:
+        return within(row_items(row, request_subject(run.erasure)), bound)
+    except (ValueError, TypeError, ValidationError):
+        # An id the subject field cannot hold names no row (as in the scope).
+        return row.queryset().none()
+
+
+def erasures_due(*, now: datetime) -> list[ErasureRequest]:
+    """The requests a run should execute now, oldest due first.
+
+    Approved ones past their ``not_before``; executing ones with something
+    left and no run of theirs running (a run that failed, stopped or was
+    refused); partially completed ones one of whose keeping holds has been
+    released since.
+    """
+    running = Run.objects.filter(erasure=OuterRef("pk"), status=RunStatus.RUNNING)
+    candidates = (
+        ErasureRequest.objects.filter(
+            Q(state=ErasureState.APPROVED, not_before__isnull=True)
+            | Q(state=ErasureState.APPROVED, not_before__lte=now)
+            | Q(state__in=[ErasureState.EXECUTING, ErasureState.PARTIALLY_COMPLETED])
+        )
+        .exclude(Exists(running))
+        .order_by("due_at", "received_at")
+    )
+    due = []
+    for request in candidates:
+        if request.state == ErasureState.PARTIALLY_COMPLETED and not _hold_released(request):
+            continue
+        due.append(request)
+    return due
+
+
+def _hold_released(request: ErasureRequest) -> bool:
+    classes = (request.outcome or {}).get("classes") or {}
+    keeping = {kept["hold"] for entry in classes.values() for kept in entry.get("kept") or []}
+    active = set(LegalHold.objects.active().filter(pk__in=keeping).values_list("pk", flat=True))
+    return bool(keeping - active)
 
 
 @dataclass(frozen=True, slots=True)

@@ -45,7 +45,7 @@ EVIDENCED: dict[str, str] = {
 
 # Reconciliation runs keep their figures in their report, not in these
 # columns: ``reconcile_disagreement`` checks them; no mode added later is.
-CHECKED_MODES = (RunMode.ENFORCE, RunMode.DRY_RUN)
+CHECKED_MODES = (RunMode.ENFORCE, RunMode.DRY_RUN, RunMode.ERASE)
 
 # Runs whose process may have died between measuring (which sets
 # skipped_held) and recording the held skips (which replaces it).

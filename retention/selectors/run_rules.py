@@ -12,15 +12,18 @@ the engine.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.utils.dateparse import parse_datetime
 
 from retention.conf import settings
-from retention.models import Disposition, Run
+from retention.models import Disposition, Run, RunMode
 
 DEFAULT_BATCH_SIZE = 500
+# An erase run's cutoff: its items go whatever their deadline or age (its
+# scope is the request's subject or tenant, within the frozen bound).
+ERASE_CUTOFF = datetime(9999, 1, 1, tzinfo=UTC)
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,7 +96,10 @@ def run_rules(run: Run) -> dict[str, ClassRules]:
 
 
 def class_cutoff(run: Run, data_class: str) -> datetime:
-    """start − the class's own safety margin, fixed when the run started."""
+    """start − the class's own safety margin, fixed when the run started
+    (an erase run: ``ERASE_CUTOFF``)."""
+    if run.mode == RunMode.ERASE:
+        return ERASE_CUTOFF
     stored = _stored_rules(run).get(data_class)
     if not stored:
         return run.cutoff

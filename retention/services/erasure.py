@@ -9,13 +9,16 @@ request for the same subject (within a tenant) or tenant, naming the open one.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
 
+from retention.broker import publish_task
 from retention.conf import settings
 from retention.digest import subject_digest, subject_id_text
 from retention.exceptions import (
@@ -30,6 +33,9 @@ from retention.models.erasure import OPEN_STATES
 from retention.selectors.erasure import Subject, erasure_scope, unknown_classes
 
 APPROVE_ERASURE_PERMISSION = "retention.approve_erasurerequest"
+# A task path published to the broker: a contract with tasks already in it.
+EXECUTE_TASK = "retention.tasks.erasure_execute"
+logger = logging.getLogger("retention.erasure")
 # Before it executes: what a rejection or a cancellation may end.
 NOT_STARTED = (ErasureState.RECEIVED, ErasureState.APPROVED)
 
@@ -174,7 +180,25 @@ def erasure_approve(
         request.approved_by = approver  # type: ignore[assignment]
         request.approved_at = now
         request.save(update_fields=["state", "approved_by", "approved_at"])
+        transaction.on_commit(partial(_publish_execution, request))
     return request
+
+
+def _publish_execution(request: ErasureRequest) -> None:
+    """Hand the approved request to the workers; should the queue be away, the next
+    ``run_retention`` or the watchdog executes it all the same."""
+    try:
+        publish_task(
+            EXECUTE_TASK, {"erasure_id": str(request.pk)}, f"retention-erasure-{request.pk}"
+        )
+    except Exception as exc:
+        logger.warning(
+            "erasure request %s approved; its execution could not be queued (%s): the next "
+            "run_retention or the watchdog executes it",
+            request.pk,
+            type(exc).__name__,
+            extra={"erasure_id": str(request.pk)},
+        )
 
 
 def _end(

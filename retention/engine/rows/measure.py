@@ -19,7 +19,7 @@ from django.db.models.functions import Cast
 
 from retention.engine.rows.redact import row_mark
 from retention.engine.rows.select import after_cursor, rows_due
-from retention.models import Disposition, RowSkip, Run
+from retention.models import Disposition, RowSkip, Run, RunMode
 from retention.rows.registry import RowClass
 from retention.selectors.holds import held_rows
 from retention.selectors.rows import as_instant as instant
@@ -33,7 +33,8 @@ def rows_pending(row: RowClass, rules: ClassRules, run: Run) -> models.QuerySet[
     """The class's due rows not disposed of yet: for a redacting class, those
     after its mark or listed as skipped (a redacted row stays, and stays due)."""
     due = rows_due(row, rules, run)
-    if rules.disposition != Disposition.REDACT:
+    if rules.disposition != Disposition.REDACT or run.mode == RunMode.ERASE:
+        # An erase run redacts its request's rows whatever the class's mark.
         return due
     listed = RowSkip.objects.filter(data_class=row.data_class)
     pk_field = row.model._meta.pk

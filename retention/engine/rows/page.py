@@ -43,7 +43,7 @@ from retention.engine.rows.plain import (
     refuse_outside,
     returning_columns,
 )
-from retention.engine.rows.redact import redact_page
+from retention.engine.rows.redact import erase_redact_page, redact_page
 from retention.engine.rows.select import (
     RowCursor,
     RowPage,
@@ -53,7 +53,7 @@ from retention.engine.rows.select import (
     select_page,
     unheld_read,
 )
-from retention.models import Disposition, EventOutcome, Policy, Run
+from retention.models import Disposition, EventOutcome, Policy, Run, RunMode
 from retention.rows.cascade import collected_models, label
 from retention.rows.registry import RowClass
 from retention.selectors.holds import RowHolds
@@ -78,6 +78,8 @@ def rows_page(
     one be recorded already, the page rolls back and is done again with its
     keys looked up (``new_events_trusted``).
     """
+    if rules.disposition == Disposition.REDACT and run.mode == RunMode.ERASE:
+        return erase_redact_page(run=run, row=row, rules=rules, cursor=cursor, limit=limit, now=now)
     if rules.disposition == Disposition.REDACT:
         return redact_page(
             run=run, row=row, rules=rules, first=cursor is None, limit=limit, now=now

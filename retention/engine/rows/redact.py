@@ -67,6 +67,33 @@ def redact_page(
     return result
 
 
+def erase_redact_page(
+    *,
+    run: Run,
+    row: RowClass,
+    rules: ClassRules,
+    cursor: tuple[datetime, Any] | None,
+    limit: int,
+    now: datetime,
+) -> RowPage:
+    """An erase run's next page of its request's rows, after the run's own cursor.
+
+    The class's mark is retention's walk, not the request's: it is neither
+    read nor moved. A held row is not listed as skipped either; the class's
+    held evidence records it when the run has swept the class (``held``).
+    """
+    result = RowPage(cursor=cursor)
+    due = rows_due(row, rules, run)
+    with transaction.atomic():
+        page_timeouts()
+        rows = select_page(due, row, cursor, limit)
+        result.seen = len(rows)
+        if rows:
+            _redact(run, row, rules, due, rows, result, now, list_skipped=False)
+            result.cursor = (rows[-1][1], rows[-1][0])
+    return result
+
+
 def _retry_skipped(
     run: Run,
     row: RowClass,
@@ -111,6 +138,8 @@ def _redact(
     rows: Sequence[tuple[Any, datetime, Any]],
     result: RowPage,
     now: datetime,
+    *,
+    list_skipped: bool = True,
 ) -> None:
     """Redact the locked, unheld rows; list the held ones as skipped (inside the page).
 
@@ -130,7 +159,7 @@ def _redact(
     )
     held = [r for r in rows if r[0] not in unheld]
     free = [r for r in rows if r[0] in unheld]
-    if held:
+    if held and list_skipped:
         RowSkip.objects.bulk_create(
             [
                 RowSkip(
@@ -147,9 +176,10 @@ def _redact(
         counts["claimed"] += len(free)
         pks = [r[0] for r in free]
         _apply(row, pks)
-        RowSkip.objects.filter(
-            data_class=row.data_class, subject_pk__in=[str(pk) for pk in pks]
-        ).delete()
+        if list_skipped:
+            RowSkip.objects.filter(
+                data_class=row.data_class, subject_pk__in=[str(pk) for pk in pks]
+            ).delete()
         events.add(EventOutcome.REDACTED, free)
         counts["redacted"] += len(free)
     events.append(counts=counts)

@@ -8,16 +8,17 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Sized
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Any, TypeVar
 
 from django.db import connection, models
-from django.db.models import Q
+from django.db.models import Q, Value
 
 from retention.conf import settings
-from retention.models import Run
+from retention.models import Run, RunMode
 from retention.rows.registry import RowClass
+from retention.selectors.erasure import erase_rows
 from retention.selectors.holds import RowHolds, held_rows
 from retention.selectors.run_rules import ClassRules
 
@@ -42,8 +43,36 @@ class RowPage:
     stopped: str = ""
 
 
+# An erase run's pages walk the rows in primary-key order, each due when the
+# run started: their own time column plays no part (it may even be empty).
+ERASE_TIME = "retention_erase_due"
+
+
+@dataclass(frozen=True, eq=False)
+class EraseRows(RowClass):
+    """A class's rows as an erase run walks them (``erase_view``)."""
+
+    @property
+    def time_field(self) -> str:
+        return ERASE_TIME
+
+    @property
+    def by_expiry(self) -> bool:
+        return True
+
+
+def erase_view(row: RowClass) -> RowClass:
+    """The class's registration, its pages ordered and stamped as an erase run's."""
+    return EraseRows(**{f.name: getattr(row, f.name) for f in fields(row)})
+
+
 def rows_due(row: RowClass, rules: ClassRules, run: Run) -> models.QuerySet[Any]:
-    """The class's rows past the run's cutoff, in its scope and the run's tenant."""
+    """The class's rows past the run's cutoff, in its scope and the run's tenant
+    (an erase run: its request's rows within the frozen bound, whatever their age)."""
+    if run.mode == RunMode.ERASE:
+        due = Value(run.started_at, output_field=models.DateTimeField())
+        erasing: models.QuerySet[Any] = erase_rows(row, run).annotate(**{ERASE_TIME: due})
+        return erasing
     assert rules.row_cutoff is not None
     qs = row.queryset().filter(**{f"{row.time_field}__lte": rules.row_cutoff})
     if run.tenant_id:

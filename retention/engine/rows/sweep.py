@@ -31,10 +31,10 @@ from django.utils import timezone
 from retention.engine.rows.held import held_rows_record
 from retention.engine.rows.page import rows_page
 from retention.engine.rows.plain import plain_delete
-from retention.engine.rows.select import RowCursor, RowPage
+from retention.engine.rows.select import RowCursor, RowPage, erase_view
 from retention.engine.rules import registration_recheck, rules_version
 from retention.engine.stepping import Clock
-from retention.models import Disposition, Policy, Run
+from retention.models import Disposition, Policy, Run, RunMode
 from retention.rows.registry import row_class, row_class_required
 from retention.selectors.control import kill_switch_paused
 from retention.selectors.run_rules import ClassRules
@@ -68,6 +68,8 @@ class RowSweep:
         self, run: Run, data_class: str, rules: ClassRules, *, clock: Clock = timezone.now
     ) -> None:
         row = row_class_required(data_class)
+        if run.mode == RunMode.ERASE:
+            row = erase_view(row)
         self.run, self.row, self.rules, self.clock = run, row, rules, clock
         self.main, self.second = Lane(), Lane()
         # The second lane's pages as they finish (None: the lane ended), and its error.

@@ -13,6 +13,7 @@ from django.db import DatabaseError
 
 from retention.clock import db_now, host_clock_read
 from retention.engine import run_enqueue, run_execute, run_host_clock_record, run_start
+from retention.engine.erasure import erasures_enqueue, erasures_execute
 from retention.engine.outage import DatabaseUnavailable, as_unavailable, db_retry
 from retention.exceptions import RunRefused
 from retention.management.options import add_data_class_option
@@ -43,6 +44,12 @@ class Command(BaseCommand):
             help="With --enqueue: follow the queued run with a progress line until it ends.",
         )
         parser.add_argument(
+            "--erasures",
+            action="store_true",
+            help="Execute the approved erasure requests that are due, and nothing else (any run "
+            "without --dry-run executes them before its own sweep).",
+        )
+        parser.add_argument(
             "--json", action="store_true", dest="as_json", help="Print one JSON object."
         )
 
@@ -56,6 +63,7 @@ class Command(BaseCommand):
         max_seconds: float | None,
         enqueue: bool,
         wait: bool,
+        erasures: bool,
         as_json: bool,
         **options: Any,
     ) -> None:
@@ -65,6 +73,19 @@ class Command(BaseCommand):
             raise CommandError("--limit must be at least 1.")
         if max_seconds is not None and max_seconds <= 0:
             raise CommandError("--max-seconds must be positive.")
+        if erasures and dry_run:
+            raise CommandError("--erasures executes requests: it has no dry run.")
+        erased = (
+            []
+            if dry_run
+            else self._erasures(enqueue=enqueue, max_seconds=max_seconds, as_json=as_json)
+        )
+        if erasures:
+            if as_json:
+                self.stdout.write(json.dumps({"erasures": [run_as_json(r) for r in erased]}))
+            elif not erased:
+                self.stdout.write("No erasure request is due.")
+            return
         mode = RunMode.DRY_RUN if dry_run else RunMode.ENFORCE
         try:
             if enqueue:
@@ -119,7 +140,9 @@ class Command(BaseCommand):
             )
         if enqueue and not wait:
             if as_json:
-                self.stdout.write(json.dumps(run_as_json(run)))
+                self.stdout.write(
+                    json.dumps({**run_as_json(run), "erasures": [run_as_json(r) for r in erased]})
+                )
             else:
                 self.stdout.write(
                     "Accepted: django-q2 workers (`manage.py qcluster`) sweep it in batches. "
@@ -131,13 +154,31 @@ class Command(BaseCommand):
         else:
             run = run_execute(run=run, max_seconds=max_seconds, progress=progress)
         if as_json:
-            self.stdout.write(json.dumps(run_as_json(run)))
+            self.stdout.write(
+                json.dumps({**run_as_json(run), "erasures": [run_as_json(r) for r in erased]})
+            )
         else:
             for line in summary_lines(run):
                 self.stdout.write(line)
         if enqueue and run.status in (RunStatus.ERROR, RunStatus.ABANDONED):
             # Followed to an end that is not a finish: say so in the exit status.
             raise CommandError(f"run {run.pk} ended {run.status}: {run.status_reason}")
+
+    def _erasures(self, *, enqueue: bool, max_seconds: float | None, as_json: bool) -> list[Run]:
+        """The due erasure requests, executed (or queued) before the sweep; a line each
+        (on stderr with --json, which keeps stdout one object)."""
+        if enqueue:
+            runs = erasures_enqueue(now=db_now())
+        else:
+            runs = erasures_execute(clock=db_now, max_seconds=max_seconds)
+        for run in runs:
+            verb = "queued" if enqueue else run.status
+            counts = ", ".join(f"{n} {name}" for name, n in run.counts().items() if n)
+            (self.stderr if as_json else self.stdout).write(
+                f"Erasure request {run.erasure_id}: run {run.pk} {verb}"
+                + (f" ({counts})." if counts else ".")
+            )
+        return runs
 
     def execute(self, *args: Any, **options: Any) -> str | None:
         """A database that stays away past RETENTION_DATABASE_RETRY_SECONDS: one line, exit 1."""

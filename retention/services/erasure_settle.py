@@ -1,0 +1,154 @@
+"""An erasure request settled after each of its runs: what was done, what is left, its state.
+
+Per class of its frozen scope: what its runs erased (deleted, or gone
+already) and redacted, by their events; what of the subject or tenant is
+still there within the scope's bound, and of that what a hold keeps (per
+hold, with its reason) and what is left otherwise (a failure to retry, a
+class the breaker held). A class that keeps on erasure is kept with its
+legal basis; one the request cannot reach says why. Then:
+
+- something left otherwise: ``executing`` (the next run takes it again);
+- only held items left: ``partially_completed``, resumed once one of those
+  holds is released (``selectors.erasure.erasures_due``);
+- nothing left: the final re-query found nothing of the subject in any
+  class it erased, so ``completed`` with ``verified_at``.
+
+A redacted row stays, so a class that redacts counts as done when every
+row of the scope not under a hold has its redaction recorded.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from django.db import transaction
+from django.db.models import Sum, Value
+from django.db.models.functions import Coalesce
+
+from retention.models import (
+    DeletionEvent,
+    ErasureAction,
+    ErasureRequest,
+    ErasureState,
+    EventOutcome,
+    LegalHold,
+    Run,
+    RunStatus,
+)
+from retention.rows.registry import row_class
+from retention.selectors.erasure import (
+    erasure_plan,
+    request_subject,
+    row_holds_count,
+    row_items,
+    tracked_holds_count,
+    tracked_items,
+    within,
+    within_q,
+)
+from retention.selectors.holds import held_rows
+
+ERASED = (EventOutcome.DELETED, EventOutcome.ALREADY_ABSENT)
+# Settled again by each run: these states are a request being executed.
+SETTLING = (ErasureState.EXECUTING, ErasureState.PARTIALLY_COMPLETED)
+
+
+def _done(request: ErasureRequest) -> dict[tuple[str, str], int]:
+    """How many items the request's runs recorded, per (class, outcome)."""
+    rows = (
+        DeletionEvent.objects.filter(run__erasure=request)
+        .values_list("data_class", "outcome")
+        .annotate(n=Sum(Coalesce("row_count", Value(1))))
+        .order_by()
+    )
+    return {(name, outcome): int(n or 0) for name, outcome, n in rows}
+
+
+def _kept(holds: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    reasons = dict(
+        LegalHold.objects.filter(pk__in=[h["hold"] for h in holds]).values_list("pk", "reason")
+    )
+    return [{**h, "reason": reasons.get(h["hold"], "")} for h in holds]
+
+
+def _remaining(
+    request: ErasureRequest, name: str, entry: dict[str, Any]
+) -> tuple[int, int, list[dict[str, Any]]]:
+    """(items still there, of them held, the holds) within the class's frozen bound."""
+    who = request_subject(request)
+    bound = entry.get("bound") or {}
+    row = row_class(name)
+    if row is None:
+        records = tracked_items(name, who).filter(within_q(bound))
+        return records.count(), records.held().count(), tracked_holds_count(name, records)
+    try:
+        rows = within(row_items(row, who), bound)
+        total = rows.count()
+    except (ValueError, TypeError):
+        return 0, 0, []
+    held_q = held_rows(name, label=row.label, tenant_field=row.tenant_field).q(row.tenant_field)
+    held = 0 if held_q is None else rows.filter(held_q).count()
+    return total, held, row_holds_count(row, rows)
+
+
+def _class_outcome(
+    request: ErasureRequest, entry: dict[str, Any], done: dict[tuple[str, str], int]
+) -> dict[str, Any]:
+    name = entry["data_class"]
+    action = entry.get("on_erasure") or ""
+    result: dict[str, Any] = {
+        "on_erasure": action,
+        "erased": sum(done.get((name, o), 0) for o in ERASED),
+        "redacted": done.get((name, EventOutcome.REDACTED), 0),
+        "kept": [],
+        "basis": "",
+        "left": 0,
+        "verified": True,
+    }
+    if not entry.get("reachable"):
+        result.update(verified=False, not_reachable_because=entry.get("not_reachable_because", ""))
+        return result
+    if action == ErasureAction.KEEP:
+        result.update(basis=entry.get("erasure_basis", ""), kept_count=int(entry.get("count") or 0))
+        return result
+    total, held, holds = _remaining(request, name, entry)
+    if action == ErasureAction.REDACT:
+        left = max(total - held - result["redacted"], 0)
+    else:
+        left = total - held
+    result.update(kept=_kept(holds) if held else [], left=left, verified=left == 0)
+    return result
+
+
+def erasure_settle(*, request: ErasureRequest, now: datetime) -> ErasureRequest:
+    """Record what the request's runs did and move it on (see the module docstring).
+
+    Nothing happens while one of its runs still runs (the last to end settles it).
+    """
+    with transaction.atomic():
+        request = ErasureRequest.objects.select_for_update().get(pk=request.pk)
+        if request.state not in SETTLING:
+            return request
+        if Run.objects.filter(erasure=request, status=RunStatus.RUNNING).exists():
+            return request
+        done = _done(request)
+        classes = {
+            entry["data_class"]: _class_outcome(request, entry, done)
+            for entry in (request.scope or {}).get("classes") or []
+        }
+        planned = erasure_plan(request)
+        left = sum(c["left"] for name, c in classes.items() if name in planned)
+        kept = sum(len(c["kept"]) for name, c in classes.items() if name in planned)
+        request.outcome = {"classes": classes, "settled_at": now.isoformat()}
+        fields = ["outcome", "state"]
+        if left:
+            request.state = ErasureState.EXECUTING
+        elif kept:
+            request.state = ErasureState.PARTIALLY_COMPLETED
+        else:
+            request.state = ErasureState.COMPLETED
+            request.completed_at = request.verified_at = now
+            fields += ["completed_at", "verified_at"]
+        request.save(update_fields=fields)
+    return request

@@ -13,6 +13,7 @@ from typing import Any
 
 from retention import engine
 from retention.chain.anchors import chain_anchor_due
+from retention.chain.erasure_journal import erasure_journals_write
 from retention.clock import db_now, host_clock_read
 from retention.engine.erasure import erasures_enqueue
 from retention.models import RunTrigger
@@ -34,14 +35,16 @@ def reconcile_scheduled(**_schedule: Any) -> str:
 def runs_resume() -> int:
     """The watchdog: advance queued runs that no batch carries on any more,
     start the erasure requests that are due, anchor the chain head when it
-    moved and RETENTION_ANCHOR_INTERVAL has passed, and publish again the
-    Object Lock mirrors of holds that stalled."""
+    moved and RETENTION_ANCHOR_INTERVAL has passed, journal the completed
+    erasures not written yet, and publish again the Object Lock mirrors of
+    holds that stalled."""
     now = db_now()
     resumed = len(engine.runs_resume_stalled(now=now))
     # Erasure requests due (approved, past a grace period, a hold released)
     # whose run nobody started, or whose last run left something.
     resumed += len(erasures_enqueue(now=now))
     chain_anchor_due(now=now)
+    erasure_journals_write(now=now)
     hold_mirrors_resume(now=now)
     return resumed
 

@@ -52,8 +52,9 @@ class AnchorStore(Protocol):
 
     def get(self, name: str) -> bytes: ...
 
-    def names(self) -> list[str]:
-        """Every anchor's name (``heads/<seq>.json``), in seq order."""
+    def names(self, folder: str = HEADS_DIR) -> list[str]:
+        """Every anchor's name (``heads/<seq>.json``), in seq order; or every ``.json``
+        entry of another folder (``erasures/``: the erasure journal), sorted."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,15 +178,22 @@ class DirectoryAnchorStore:
                 f"cannot read {name} in {self.root}: {exc.strerror or exc}"
             ) from exc
 
-    def names(self) -> list[str]:
-        heads = self.root / HEADS_DIR
+    def names(self, folder: str = HEADS_DIR) -> list[str]:
+        heads = self.root / folder
         try:
-            found = [f"{HEADS_DIR}/{entry.name}" for entry in heads.iterdir()]
+            found = [f"{folder}/{entry.name}" for entry in heads.iterdir()]
         except FileNotFoundError:
             return []
         except OSError as exc:
             raise AnchorStoreError(f"cannot list {heads}: {exc.strerror or exc}") from exc
-        return sorted(name for name in found if name_seq(name) is not None)
+        return sorted(name for name in found if _listed(name, folder))
+
+
+def _listed(name: str, folder: str) -> bool:
+    """A signed head's name in ``heads/``; any finished ``.json`` entry elsewhere."""
+    if folder == HEADS_DIR:
+        return name_seq(name) is not None
+    return name.endswith(".json") and not name.rsplit("/", 1)[-1].startswith(".")
 
 
 def _fsync_directory(path: Path) -> None:
@@ -280,19 +288,19 @@ class S3AnchorStore:
         data: bytes = response["Body"].read()
         return data
 
-    def names(self) -> list[str]:
+    def names(self, folder: str = HEADS_DIR) -> list[str]:
         s3 = self._s3()
-        prefix = self._key(f"{HEADS_DIR}/")
+        prefix = self._key(f"{folder}/")
         found: list[str] = []
         token: str | None = None
         while True:
             kwargs: dict[str, Any] = {"Prefix": prefix}
             if token:
                 kwargs["ContinuationToken"] = token
-            page = self._call("list", f"{HEADS_DIR}/", s3.list_objects_v2, **kwargs)
+            page = self._call("list", f"{folder}/", s3.list_objects_v2, **kwargs)
             for entry in page.get("Contents", []):
                 name = entry["Key"][len(self.location.prefix) :]
-                if name_seq(name) is not None:
+                if _listed(name, folder):
                     found.append(name)
             if not page.get("IsTruncated"):
                 break

@@ -59,7 +59,7 @@ class ErasureRequest(models.Model):
     data_classes = models.JSONField(default=list, blank=True)
     reason = models.TextField()
     # A person (admin, the Python API), or a tenant through its API key
-    # (``requested_by_tenant``): one of the two.
+    # (``requested_by_tenant``): one of the two, unless replayed from the journal.
     requested_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )
@@ -88,6 +88,10 @@ class ErasureRequest(models.Model):
     # Issued when it completes or partially completes (``api.erasure_certificate``):
     # fixed then, so its hash in the journal stays its hash.
     certificate = models.JSONField(null=True, blank=True)
+    # Written to the journal outside the database (RETENTION_EVIDENCE_ANCHOR) once it
+    # completed; re-executed from it after a restore (``retention_erasure replay``).
+    journaled_at = models.DateTimeField(null=True, blank=True)
+    replayed_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-received_at"]
@@ -102,7 +106,9 @@ class ErasureRequest(models.Model):
             ),
             models.CheckConstraint(condition=~Q(reason=""), name="retention_erasure_has_reason"),
             models.CheckConstraint(
-                condition=Q(requested_by__isnull=False) | ~Q(requested_by_tenant=""),
+                condition=Q(requested_by__isnull=False)
+                | ~Q(requested_by_tenant="")
+                | Q(replayed_at__isnull=False),
                 name="retention_erasure_has_requester",
             ),
             models.CheckConstraint(

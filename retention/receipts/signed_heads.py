@@ -154,21 +154,30 @@ def head_verify(head: SignedHead, public_keys: Mapping[str, bytes]) -> str | Non
 
     ``public_keys`` maps key ids to raw public keys (``key_id`` of each).
     """
-    public = public_keys.get(head.key_id)
+    return signature_check(head.statement(), head.key_id, head.signature, public_keys)
+
+
+def signature_check(
+    statement: Mapping[str, Any],
+    signer_id: str,
+    signature_b64: str,
+    public_keys: Mapping[str, bytes],
+) -> str | None:
+    """None when the trusted key ``signer_id`` signed the canonical ``statement``; else
+    what is wrong (a signed head, an erasure journal entry)."""
+    public = public_keys.get(signer_id)
     if public is None:
         known = ", ".join(sorted(public_keys)) or "none"
-        return f"signed by key {head.key_id}, which is not a trusted key (trusted: {known})"
+        return f"signed by key {signer_id}, which is not a trusted key (trusted: {known})"
     try:
-        signature = b64_decode(head.signature, "the signature", 64)
+        signature = b64_decode(signature_b64, "the signature", 64)
     except AnchorError as exc:
         return f"bad signature ({exc})"
     ed25519 = ed25519_module()
     from cryptography.exceptions import InvalidSignature
 
     try:
-        ed25519.Ed25519PublicKey.from_public_bytes(public).verify(
-            signature, canonical(head.statement())
-        )
+        ed25519.Ed25519PublicKey.from_public_bytes(public).verify(signature, canonical(statement))
     except InvalidSignature:
         return "bad signature: the statement is not what the key signed"
     return None

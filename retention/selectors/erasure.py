@@ -23,6 +23,7 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Count, Exists, Max, OuterRef, Q
+from django.utils.dateparse import parse_datetime
 
 from retention.models import (
     ErasureAction,
@@ -117,12 +118,32 @@ def _row_bound(row: RowClass, items: models.QuerySet[Any]) -> dict[str, Any]:
 
 
 def within_q(bound: dict[str, Any]) -> Q:
-    """As far as a frozen bound reaches: nothing written after it."""
+    """As far as a frozen bound reaches: nothing written after it.
+
+    A replay's bound (``replay_bound``) adds the time of the original
+    request: after a restore, keys are handed out again, so a record
+    created later (or a row whose age column is later) is out too.
+    """
+    q = Q()
+    if bound.get("written_by"):
+        written_by = parse_datetime(bound["written_by"])
+        q &= Q(**{f"{bound.get('time_field') or 'created_at'}__lte": written_by})
     if "max_record_id" in bound:
-        return Q(pk__lte=bound["max_record_id"])
+        return q & Q(pk__lte=bound["max_record_id"])
     if "max_pk" in bound:
-        return Q(pk__lte=bound["max_pk"])
-    return Q(pk__in=bound.get("pks", []))
+        return q & Q(pk__lte=bound["max_pk"])
+    return q & Q(pk__in=bound.get("pks", []))
+
+
+def replay_bound(data_class: str, bound: dict[str, Any], written_by: str) -> dict[str, Any]:
+    """A journaled class bound, as a replay after a restore applies it (``within_q``):
+    records created by ``written_by``; rows of a class cut by age, aged by it."""
+    row = row_class(data_class)
+    if row is None:
+        return {**bound, "written_by": written_by}
+    if row.age_field:
+        return {**bound, "written_by": written_by, "time_field": row.age_field}
+    return dict(bound)
 
 
 def within(items: models.QuerySet[Any], bound: dict[str, Any]) -> models.QuerySet[Any]:
@@ -159,8 +180,11 @@ def tracked_holds_count(
     return found
 
 
-def class_scope(data_class: str, who: Subject, *, record_bound: int) -> dict[str, Any]:
-    """One class's part of a frozen scope (see the module docstring)."""
+def class_scope(
+    data_class: str, who: Subject, *, record_bound: int, bound: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """One class's part of a frozen scope (see the module docstring); ``bound``: a bound
+    given (a replay's, from the journal) instead of the one now."""
     row = row_class(data_class)
     version = version_in_force(data_class=data_class)
     entry: dict[str, Any] = {
@@ -181,7 +205,7 @@ def class_scope(data_class: str, who: Subject, *, record_bound: int) -> dict[str
     # The bound first, then what lies within it: the counts and the holds
     # describe exactly the items the bound lets in.
     if row is None:
-        bound = {"max_record_id": record_bound}
+        bound = bound or {"max_record_id": record_bound}
         records = within(tracked_items(data_class, who), bound)
         entry.update(
             count=records.count(), bound=bound, holds=tracked_holds_count(data_class, records)
@@ -189,14 +213,14 @@ def class_scope(data_class: str, who: Subject, *, record_bound: int) -> dict[str
     else:
         try:
             rows = row_items(row, who)
-            bound = _row_bound(row, rows)
+            bound = bound or _row_bound(row, rows)
             rows = within(rows, bound)
             count = rows.count()
         except (ValueError, TypeError, ValidationError):
             # An id the subject or tenant field cannot hold (text for an
             # integer key) names no row of the class.
             rows, count = row.queryset().none(), 0
-            bound = _row_bound(row, rows)
+            bound = bound or _row_bound(row, rows)
         entry.update(count=count, bound=bound, holds=row_holds_count(row, rows))
     return entry
 
@@ -261,7 +285,7 @@ def erase_records_q(run: Run) -> Q:
     q = Q(pk__in=[])
     for name in run.data_classes:
         if "max_record_id" in (bounds.get(name) or {}):
-            q |= Q(data_class=name, pk__lte=bounds[name]["max_record_id"])
+            q |= Q(data_class=name) & within_q(bounds[name])
     if entry.get("subject_digest"):
         q &= Q(subject_digest=entry["subject_digest"])
     return q

@@ -125,6 +125,7 @@ def erasure_request(
                     data_classes=classes,
                     reason=reason.strip(),
                     requested_by=requested_by,
+                    requested_by_tenant=requested_by_tenant,
                     received_at=now,
                     due_at=now + settings.ERASURE_DUE,
                     not_before=not_before,

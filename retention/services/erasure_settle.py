@@ -20,12 +20,14 @@ row of the scope not under a hold has its redaction recorded.
 from __future__ import annotations
 
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 from django.db import transaction
 from django.db.models import Sum, Value
 from django.db.models.functions import Coalesce
 
+from retention.chain.erasure_journal import erasure_journal_write
 from retention.models import (
     DeletionEvent,
     ErasureAction,
@@ -151,4 +153,8 @@ def erasure_settle(*, request: ErasureRequest, now: datetime) -> ErasureRequest:
             request.completed_at = request.verified_at = now
             fields += ["completed_at", "verified_at"]
         request.save(update_fields=fields)
+        if request.state == ErasureState.COMPLETED:
+            # Outside the database, once this is committed (never before: a
+            # rolled-back completion must not be in the journal).
+            transaction.on_commit(partial(erasure_journal_write, request, now=now), robust=True)
     return request

@@ -8,13 +8,11 @@ a final re-query finds nothing left, and a released hold lets it go on.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import datetime, timedelta
 from io import StringIO
 from typing import Any
 
 import pytest
-from django.core.files.base import ContentFile
 from django.core.files.storage import storages
 from django.core.management import call_command
 
@@ -23,7 +21,6 @@ from retention.digest import subject_digest
 from retention.engine.erasure import erasures_execute
 from retention.models import (
     DeletionEvent,
-    ErasureRequest,
     ErasureState,
     EventOutcome,
     RecordState,
@@ -33,57 +30,10 @@ from retention.models import (
     RunStatus,
 )
 from retention.selectors.erasure import erasures_due
-from tests.factories import user_with_perms
+from tests.engine.erasure.conftest import BASIS, track
 from tests.rowhost.models import Account
 
 pytestmark = pytest.mark.django_db
-
-BASIS = "Invoices: kept 10 years under tax law."
-
-
-@pytest.fixture
-def requester(db: Any) -> Any:
-    return user_with_perms("dpo", "add_erasurerequest")
-
-
-@pytest.fixture
-def erasure_approver(db: Any) -> Any:
-    return user_with_perms("approver2", "approve_erasurerequest")
-
-
-def _track(key: str, subject: str | None, tenant: str = "acme") -> RetentionRecord:
-    storages["default"].save(key, ContentFile(b"x"))
-    return api.track(tenant_id=tenant, data_class="idv.photo", object_key=key, subject_id=subject)
-
-
-@pytest.fixture
-def host(make_policy, register_accounts, register_logs, now) -> dict[str, Any]:
-    """Ann's photos in two tenants and Bob's; their accounts (redacted on erasure); request
-    logs without a subject link; invoices kept under a legal basis. Photos are report-only."""
-    make_policy("idv.photo", enforce=False)
-    register_accounts(subject_field="email")
-    make_policy("accounts.redact", timedelta(days=90), disposition="redact")
-    register_logs()
-    make_policy("logs.request", timedelta(days=7))
-    make_policy("billing.invoice", timedelta(days=3650), on_erasure="keep", erasure_basis=BASIS)
-    photos = [_track(f"acme/{i}.jpg", "ann@x.test") for i in range(3)]
-    photos.append(_track("globex/ann.jpg", "ann@x.test", tenant="globex"))
-    bob = _track("acme/bob.jpg", "bob@x.test")
-    accounts = [
-        Account.objects.create(tenant_id="acme", name="Ann", email="ann@x.test"),
-        Account.objects.create(tenant_id="acme", name="Bob", email="bob@x.test"),
-    ]
-    return {"photos": photos, "bob": bob, "accounts": accounts}
-
-
-@pytest.fixture
-def approved(host, requester, erasure_approver, now) -> Callable[..., ErasureRequest]:
-    def make(**kwargs: Any) -> ErasureRequest:
-        kwargs.setdefault("subject_id", "ann@x.test")
-        request = api.request_erasure(requested_by=requester, reason="Art. 17", now=now, **kwargs)
-        return api.approve_erasure(request, approver=erasure_approver, now=now)
-
-    return make
 
 
 def _execute(at: datetime) -> list[Run]:
@@ -135,7 +85,7 @@ def test_erase__the_subjects_items_go_everywhere_and_the_request_completes_verif
 
 def test_erase__items_written_after_receipt_stay(host, approved, now):
     request = approved()
-    after = _track("acme/new.jpg", "ann@x.test")
+    after = track("acme/new.jpg", "ann@x.test")
 
     _execute(now + timedelta(minutes=5))
 
@@ -285,3 +235,25 @@ def test_task__starts_a_queued_erase_run_for_each_due_request(host, approved, no
     assert request.state == ErasureState.EXECUTING
     # Its run is running: not due again, so a second delivery starts nothing.
     assert tasks.erasure_execute({"erasure_id": str(request.pk)}) == 0
+
+
+def test_erase__rows_of_a_deleting_class_go_and_the_re_query_finds_none(
+    make_policy, register_accounts, requester, erasure_approver, now
+):
+    register_accounts(subject_field="email")
+    make_policy("accounts.redact", timedelta(days=90), on_erasure="delete", enforce=False)
+    ann = Account.objects.create(tenant_id="acme", name="Ann", email="ann@x.test")
+    bob = Account.objects.create(tenant_id="acme", name="Bob", email="bob@x.test")
+    request = api.request_erasure(
+        requested_by=requester, reason="Art. 17", subject_id="ann@x.test", now=now
+    )
+    api.approve_erasure(request, approver=erasure_approver, now=now)
+
+    (run,) = _execute(now + timedelta(minutes=1))
+
+    assert (run.deleted, run.status) == (1, RunStatus.FINISHED)
+    assert not Account.objects.filter(pk=ann.pk).exists()
+    assert Account.objects.filter(pk=bob.pk).exists()
+    request.refresh_from_db()
+    assert request.state == ErasureState.COMPLETED
+    assert request.outcome["classes"]["accounts.redact"]["erased"] == 1

@@ -88,9 +88,7 @@ def certificate_problems(doc: Any) -> list[str]:
     try:
         problems += [*_subject_problems(doc), *_time_problems(doc)]
         totals, class_problems = _classes_problems(doc["classes"])
-        problems += class_problems
-        if not class_problems:
-            problems += _totals_problems(doc, totals)
+        problems += [*class_problems, *_totals_problems(doc, totals)]
         problems += _events_problems(doc["events"])
     except (KeyError, TypeError, AttributeError, ValueError) as exc:
         return [*problems, f"malformed certificate: {type(exc).__name__} {exc}"]

@@ -20,6 +20,8 @@ interpreter that has nothing else.
   in a store, checking its Ed25519 signature. Signing is the server's
   (``retention.anchoring.signing``).
 - ``verify``: a receipt and a signed head against a chain head file.
+- ``certificate``: an erasure request's certificate, its hash, and checking
+  it (its signature, and tenant receipts against its events).
 - ``cli``, ``__main__``: ``python -m retention.receipts verify|verify-head``.
 """
 

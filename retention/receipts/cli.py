@@ -4,11 +4,14 @@
         [--signed-head signed-head.json --public-key KEY]
     python -m retention.receipts verify-head signed-head.json --public-key KEY \\
         [--chain-head chain-head.json]
+    python -m retention.receipts verify certificate.json [--public-key KEY] \\
+        [--receipts receipts.json ...]
 
 KEY is the base64 public key, or the JSON file of
-``GET /api/v1/deletions/chain/key/``. Prints ``VERIFIED: ...`` and exits 0,
-or prints ``NOT VERIFIED: ...`` for each problem and exits 1; 2 when an input
-cannot be read.
+``GET /api/v1/deletions/chain/key/``. ``verify`` with one file checks an
+erasure certificate (``certificate``), and the receipts given against it.
+Prints ``VERIFIED: ...`` and exits 0, or prints ``NOT VERIFIED: ...`` for
+each problem and exits 1; 2 when an input cannot be read.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from retention.receipts.certificate import certificate_check, certificate_summary, receipt_items
 from retention.receipts.signed_heads import SignedHead, public_key_load
 from retention.receipts.verify import (
     receipt_signed_head_problems,
@@ -45,15 +49,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m retention.receipts")
     sub = parser.add_subparsers(dest="command", required=True)
     verify = sub.add_parser("verify", help="verify one receipt against a chain head")
-    verify.add_argument("receipt")
-    verify.add_argument("chain_head")
+    verify.add_argument("receipt", help="a receipt, or an erasure certificate alone")
+    verify.add_argument("chain_head", nargs="?")
     verify.add_argument("--signed-head", metavar="FILE", help="an anchored, signed chain head")
     verify.add_argument("--public-key", metavar="KEY", help="its key: base64, or a JSON file")
+    verify.add_argument(
+        "--receipts",
+        metavar="FILE",
+        nargs="+",
+        action="extend",
+        help="with a certificate: receipts whose events must be among its events",
+    )
     head_only = sub.add_parser("verify-head", help="verify a signed chain head")
     head_only.add_argument("signed_head")
     head_only.add_argument("--public-key", metavar="KEY", required=True)
     head_only.add_argument("--chain-head", metavar="FILE", help="a later chain head file")
     args = parser.parse_args(argv)
+    if args.command == "verify" and args.chain_head is None:
+        if args.signed_head:
+            parser.error("--signed-head goes with a receipt and its chain head file")
+        return _certificate(args.receipt, args.public_key, args.receipts or [])
+    if args.command == "verify" and args.receipts:
+        parser.error("--receipts goes with an erasure certificate alone")
     if args.command == "verify" and bool(args.signed_head) != bool(args.public_key):
         parser.error("--signed-head and --public-key go together")
     try:
@@ -84,6 +101,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     if parsed is not None:
         print(f"VERIFIED: {_signed(parsed)}; the receipt's chain passes through it.")
+    return 0
+
+
+def _certificate(path: str, public_key: str | None, receipt_paths: Sequence[str]) -> int:
+    try:
+        doc = _load(path)
+        if isinstance(doc, Mapping) and "format" not in doc and "batch" in doc:
+            raise ValueError(
+                f"{path} is a receipt: verify it with its chain head file, "
+                "verify RECEIPT CHAIN_HEAD"
+            )
+        public = _public_key(public_key) if public_key else None
+        receipts = [item for name in receipt_paths for item in receipt_items(_load(name))]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        print(f"cannot read input: {exc}", file=sys.stderr)
+        return 2
+    problems = certificate_check(doc, public_key=public, receipts=receipts)
+    if problems:
+        for problem in problems:
+            print(f"NOT VERIFIED: {problem}")
+        return 1
+    summary = certificate_summary(doc, key_checked=public is not None, receipts=len(receipts))
+    print(f"VERIFIED: {summary}")
     return 0
 
 

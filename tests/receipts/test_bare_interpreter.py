@@ -5,7 +5,8 @@ the rest of the app. The import contract in pyproject.toml reads the source;
 this runs it. The package is copied alone (with ``retention/__init__.py``)
 beside ``cryptography`` and what it requires, into a directory that is the
 interpreter's only path beside the standard library (``-I -S``: no
-site-packages, no PYTHONPATH, no current directory). Every module of the
+site-packages, no PYTHONPATH, no current directory). An erasure
+certificate is checked the same way. Every module of the
 package is imported before the command runs, so a module that imports
 Django, or any other module of ``retention``, fails here even where the
 command does not reach it.
@@ -27,9 +28,11 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
+from retention.chain.erasure_certificate import erasure_certificate_issue
 from retention.models import DeletionEvent, EventOutcome
 from retention.selectors.evidence import chain_head, receipt_for
 from tests.anchoring.helpers import new_key
+from tests.certificates import settled_request
 from tests.helpers import enforce, put_tracked
 
 REPO = Path(__file__).resolve().parents[2]
@@ -187,4 +190,30 @@ def test_bare__a_signed_head_with_one_changed_byte_is_not_verified(anchored, bar
     assert forged.stdout == (
         f"NOT VERIFIED: the signed head of batch {head['seq']}: bad signature: "
         "the statement is not what the key signed\n"
+    )
+
+
+@pytest.mark.django_db
+def test_bare__an_erasure_certificate_and_its_receipt_verify_and_one_changed_byte_does_not(
+    bare, make_policy, row_registry, now, settings, tmp_path
+):
+    seed, public = new_key()
+    settings.RETENTION_SIGNING_KEY = seed
+    settled = settled_request(make_policy, now)
+    doc = erasure_certificate_issue(settled.request, now=now + timedelta(days=3))
+    (tmp_path / "certificate.json").write_text(json.dumps(doc))
+    (tmp_path / "receipt.json").write_text(json.dumps(receipt_for(settled.events[0])))
+    args = ("verify", "certificate.json", "--public-key", public, "--receipts", "receipt.json")
+
+    ok = bare(*args, cwd=tmp_path)
+
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert ok.stdout.startswith(f"VERIFIED: erasure request {doc['id']} partially completed")
+
+    # Another day of completion: its content no longer hashes to its hash.
+    _change_one_byte(tmp_path / "certificate.json", '"completed_at": "2026-03-1')
+    forged = bare(*args, cwd=tmp_path)
+    assert forged.returncode == 1, forged.stdout + forged.stderr
+    assert forged.stdout == (
+        "NOT VERIFIED: its content does not hash to its hash: the certificate was changed\n"
     )

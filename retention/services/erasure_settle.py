@@ -19,6 +19,7 @@ row of the scope not under a hold has its redaction recorded.
 
 from __future__ import annotations
 
+import logging
 from datetime import datetime
 from functools import partial
 from typing import Any
@@ -27,6 +28,7 @@ from django.db import transaction
 from django.db.models import Sum, Value
 from django.db.models.functions import Coalesce
 
+from retention.chain.erasure_certificate import ISSUED_IN, erasure_certificate_issue
 from retention.chain.erasure_journal import erasure_journal_write
 from retention.models import (
     DeletionEvent,
@@ -50,6 +52,8 @@ from retention.selectors.erasure import (
     within_q,
 )
 from retention.selectors.holds import held_rows
+
+logger = logging.getLogger("retention.erasure")
 
 ERASED = (EventOutcome.DELETED, EventOutcome.ALREADY_ABSENT)
 # Settled again by each run: these states are a request being executed.
@@ -108,9 +112,6 @@ def _class_outcome(
         "left": 0,
         "verified": True,
     }
-    if not entry.get("reachable"):
-        result.update(verified=False, not_reachable_because=entry.get("not_reachable_because", ""))
-        return result
     if action == ErasureAction.KEEP:
         result.update(basis=entry.get("erasure_basis", ""), kept_count=int(entry.get("count") or 0))
         return result
@@ -121,6 +122,16 @@ def _class_outcome(
         left = total - held
     result.update(kept=_kept(holds) if held else [], left=left, verified=left == 0)
     return result
+
+
+def _certificate(request: ErasureRequest, now: datetime) -> dict[str, Any] | None:
+    """Issued again at each settling that completes or partially completes the request."""
+    try:
+        return erasure_certificate_issue(request, now=now)
+    except ValueError as exc:
+        # A certificate that would not verify is not issued; the request says so.
+        logger.error("erasure request %s: no certificate issued: %s", request.pk, exc)
+        return None
 
 
 def erasure_settle(*, request: ErasureRequest, now: datetime) -> ErasureRequest:
@@ -135,9 +146,11 @@ def erasure_settle(*, request: ErasureRequest, now: datetime) -> ErasureRequest:
         if Run.objects.filter(erasure=request, status=RunStatus.RUNNING).exists():
             return request
         done = _done(request)
+        # A class the request cannot reach has no outcome: its scope says why.
         classes = {
             entry["data_class"]: _class_outcome(request, entry, done)
             for entry in (request.scope or {}).get("classes") or []
+            if entry.get("reachable")
         }
         planned = erasure_plan(request)
         left = sum(c["left"] for name, c in classes.items() if name in planned)
@@ -152,6 +165,9 @@ def erasure_settle(*, request: ErasureRequest, now: datetime) -> ErasureRequest:
             request.state = ErasureState.COMPLETED
             request.completed_at = request.verified_at = now
             fields += ["completed_at", "verified_at"]
+        if request.state in ISSUED_IN:
+            request.certificate = _certificate(request, now)
+            fields.append("certificate")
         request.save(update_fields=fields)
         if request.state == ErasureState.COMPLETED:
             # Outside the database, once this is committed (never before: a

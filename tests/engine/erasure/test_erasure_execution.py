@@ -8,6 +8,7 @@ a final re-query finds nothing left, and a released hold lets it go on.
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timedelta
 from io import StringIO
 from typing import Any
@@ -29,6 +30,7 @@ from retention.models import (
     RunMode,
     RunStatus,
 )
+from retention.receipts.certificate import certificate_problems
 from retention.selectors.erasure import erasures_due
 from tests.engine.erasure.conftest import BASIS, track
 from tests.rowhost.models import Account
@@ -72,7 +74,11 @@ def test_erase__the_subjects_items_go_everywhere_and_the_request_completes_verif
         "keep",
         BASIS,
     )
-    assert classes["logs.request"]["not_reachable_because"].startswith("no subject link")
+    assert "logs.request" not in classes  # no subject link: its scope says so
+    certificate = api.erasure_certificate(request)
+    assert certificate_problems(certificate) == []
+    assert (certificate["state"], certificate["totals"]["erased"]) == ("completed", 4)
+    assert "ann@x.test" not in json.dumps(certificate)
     events = DeletionEvent.objects.filter(run__erasure=request)
     assert set(events.values_list("outcome", flat=True)) == {
         EventOutcome.DELETED,
@@ -109,6 +115,8 @@ def test_erase__a_hold_keeps_its_items_until_released_then_the_request_completes
     assert request.verified_at is None
     photos = request.outcome["classes"]["idv.photo"]
     assert photos["erased"] == 3
+    partial = api.erasure_certificate(request)
+    assert (partial["state"], partial["totals"]["kept"]) == ("partially_completed", 1)
     assert photos["kept"] == [{"hold": hold.pk, "count": 1, "reason": "Litigation 2026-7"}]
     assert RetentionRecord.objects.get(pk=held.pk).state == RecordState.ACTIVE
     assert DeletionEvent.objects.filter(
@@ -135,6 +143,8 @@ def test_erase__an_unknown_subject_completes_at_once(host, approved, now):
     request.refresh_from_db()
     assert request.state == ErasureState.COMPLETED
     assert request.outcome["classes"]["idv.photo"]["erased"] == 0
+    # The certificate says nothing was found.
+    assert api.erasure_certificate(request)["totals"]["found"] == 0
 
 
 def test_erase__an_offboarding_waits_for_its_grace_period(host, approved, now):

@@ -65,6 +65,7 @@ def test_journal__a_completed_request_is_written_signed_and_the_database_forgets
     assert entry["data_classes"] == ["accounts.redact", "idv.photo"]
     assert entry["counts"]["idv.photo"] == {"erased": 4, "redacted": 0}
     request.refresh_from_db()
+    assert request.certificate is not None
     assert entry["certificate_sha256"] == certificate_sha256(request.certificate)
     assert (request.subject_id, request.journaled_at) == ("", now + timedelta(minutes=5))
     assert request.subject_digest  # the digest stays

@@ -192,8 +192,6 @@ def test_run_retention__executes_due_erasures_before_its_own_sweep(host, approve
 
 
 def test_run_retention__erasures_alone_as_json(host, approved, now):
-    import json
-
     request = approved()
     out = StringIO()
 

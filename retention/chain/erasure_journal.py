@@ -127,6 +127,24 @@ def journal_read(*, store: AnchorStore, public_keys: dict[str, bytes]) -> Journa
     return JournalRead(entries, problems)
 
 
+def journal_gaps(read: JournalRead) -> list[str]:
+    """The journaled erasures this database does not know as completed (a restore
+    brought their data back): one line each, saying what to run."""
+    ids = [str(entry["request"]) for entry in read.entries]
+    completed = {
+        str(pk)
+        for pk in ErasureRequest.objects.filter(
+            pk__in=ids, state=ErasureState.COMPLETED
+        ).values_list("pk", flat=True)
+    }
+    return [
+        f"journaled erasure {entry['request']} (completed {entry.get('completed_at')}) is not "
+        "completed in this database: run `manage.py retention_erasure replay`"
+        for entry in read.entries
+        if str(entry["request"]) not in completed
+    ]
+
+
 def erasure_journal_write(
     request: ErasureRequest,
     *,

@@ -53,7 +53,10 @@ class _JsonNumber(serializers.FloatField):
 
 class RunStartApi(ControlPlaneApiView):
     class InputSerializer(serializers.Serializer[dict[str, Any]]):
-        mode = serializers.ChoiceField(choices=RunMode.choices)
+        # An erase run executes an approved erasure request; it is never started here.
+        mode = serializers.ChoiceField(
+            choices=[(mode, label) for mode, label in RunMode.choices if mode != RunMode.ERASE]
+        )
         data_classes = serializers.ListField(
             child=_JsonString(max_length=100, validators=[data_class_validator]),
             required=False,

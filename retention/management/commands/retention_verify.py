@@ -11,6 +11,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils.dateparse import parse_datetime
 
 from retention.anchoring.stores import AnchorStore, AnchorStoreError, anchor_store
+from retention.chain.erasure_journal import journal_gaps, journal_read
 from retention.conf import settings
 from retention.receipts.signed_heads import AnchorError, key_id, public_key_load
 from retention.selectors.anchors import anchors_check, signing_key
@@ -53,7 +54,8 @@ class Command(BaseCommand):
             "--anchors",
             action="store_true",
             help="Also check the chain against every head anchored in RETENTION_EVIDENCE_ANCHOR: "
-            "names a rollback (the database is behind an anchor) or a rewrite.",
+            "names a rollback (the database is behind an anchor) or a rewrite, and the "
+            "journaled erasures this database does not know as completed.",
         )
         parser.add_argument(
             "--public-key",
@@ -169,7 +171,17 @@ class Command(BaseCommand):
         )
         if check.ok:
             self.stdout.write("Anchors agree with the chain.")
-        return check.problems
+        try:
+            journal = journal_read(store=store, public_keys=trusted)
+        except AnchorStoreError as exc:
+            raise CommandError(f"cannot read the erasure journal: {exc}") from None
+        gaps = journal_gaps(journal)
+        if journal.entries:
+            self.stdout.write(
+                f"Checked {len(journal.entries)} journaled erasure(s): "
+                + ("all completed in this database." if not gaps else f"{len(gaps)} missing here.")
+            )
+        return check.problems + journal.problems + gaps
 
     def _runs(self) -> None:
         audit = runs_audit()

@@ -137,3 +137,29 @@ def test_replay__an_entry_the_database_lacks_is_executed_on_data_written_by_then
     again = erasures_replay(entries=[entry], clock=lambda: now + timedelta(days=2))
     assert [r.action for r in again] == ["completed already"]
     assert replayed.runs.count() == 1
+
+
+def test_verify_anchors__reports_a_journaled_erasure_the_database_lacks(
+    host, anchors, now, settings
+):
+    from io import StringIO
+
+    from django.core.management import call_command
+    from django.core.management.base import CommandError
+
+    entry = _entry_for("carl@x.test", received_at=now, classes=["idv.photo"])
+    target = Path(settings.RETENTION_EVIDENCE_ANCHOR) / journal_name(entry["request"])
+    target.parent.mkdir(parents=True)
+    target.write_text(json.dumps(entry))
+    out, err = StringIO(), StringIO()
+
+    with pytest.raises(CommandError, match=f"journaled erasure {entry['request']}"):
+        call_command("retention_verify", "--anchors", stdout=out, stderr=err)
+
+    assert "Checked 1 journaled erasure(s): 1 missing here." in out.getvalue()
+    assert "run `manage.py retention_erasure replay`" in err.getvalue()
+
+    erasures_replay(entries=[entry], clock=lambda: now + timedelta(days=1))
+    out = StringIO()
+    call_command("retention_verify", "--anchors", stdout=out, stderr=StringIO())
+    assert "Checked 1 journaled erasure(s): all completed in this database." in out.getvalue()

@@ -38,6 +38,12 @@ demo: install
 	$(DEMO_ENV) $(PY) manage.py lethe_demo report
 	@echo; echo "== The data map: every model governed, exempt with a reason, or internal =="
 	$(DEMO_ENV) $(PY) manage.py retention_datamap --strict
+	@echo; echo "== Erasure requests: a customer asks to be forgotten, a tenant's contract ends =="
+	$(DEMO_ENV) $(PY) manage.py lethe_demo erase
+	$(DEMO_ENV) $(PY) manage.py run_retention --erasures
+	@echo; echo "== Each request's certificate, checked offline =="
+	$(DEMO_ENV) $(PY) manage.py lethe_demo certificates --out $(DEMO_DIR)/certificates
+	for f in $(DEMO_DIR)/certificates/certificate-*.json; do $(PY) -m retention.receipts verify "$$f" || exit 1; done
 
 # Exit code 5 (no tests collected) is a failure, not a pass.
 test: install

@@ -31,6 +31,8 @@ class UploadsConfig(AppConfig):
             data_class=CLOSED_ACCOUNTS,
             age_field="closed_at",
             tenant_field="tenant_id",
+            # The account's id is its customer's stable id: erasure requests name it.
+            subject_field="id",
             # Digest keeps distinct emails distinct, so the unique index holds.
             redact={
                 "name": Constant(REDACTED_NAME),

@@ -50,6 +50,7 @@ def upload_create(
     now: datetime | None = None,
     storage: str = "default",
     content_type: str = "",
+    subject_id: str | int | None = None,
 ) -> Upload:
     # Refuse before writing anything when no policy would govern the object.
     api.policy_version_in_force(data_class)
@@ -63,6 +64,7 @@ def upload_create(
                 data_class=data_class,
                 object_key=saved_key,
                 storage=storage,
+                subject_id=subject_id,
                 now=now,
             )
             return Upload.objects.create(

@@ -13,8 +13,11 @@ legal basis; one the request cannot reach says why. Then:
 - nothing left: the final re-query found nothing of the subject in any
   class it erased, so ``completed`` with ``verified_at``.
 
-A redacted row stays, so a class that redacts counts as done when every
-row of the scope not under a hold has its redaction recorded.
+A redacted row stays (and may still carry the subject's link), so a class
+that redacts counts as done when the request's last run swept it to its end:
+each of its pages redacts every row of the scope it selects that no hold
+covers, including rows an earlier run redacted already (whose events were
+recorded then, not again).
 """
 
 from __future__ import annotations
@@ -98,8 +101,22 @@ def _remaining(
     return total, held, row_holds_count(row, rows)
 
 
+def _swept(last: Run | None, name: str) -> bool:
+    """Whether the request's last run swept the class to its end: it finished, and
+    neither the breaker nor a changed registration kept it from the class."""
+    if last is None or last.status != RunStatus.FINISHED:
+        return False
+    report = last.report if isinstance(last.report, dict) else {}
+    breaker = (report.get("breaker") or {}).get(name) or {}
+    rules = (report.get("rules") or {}).get(name) or {}
+    return not breaker.get("held") and not rules.get("registration_changed")
+
+
 def _class_outcome(
-    request: ErasureRequest, entry: dict[str, Any], done: dict[tuple[str, str], int]
+    request: ErasureRequest,
+    entry: dict[str, Any],
+    done: dict[tuple[str, str], int],
+    last: Run | None,
 ) -> dict[str, Any]:
     name = entry["data_class"]
     action = entry.get("on_erasure") or ""
@@ -117,7 +134,7 @@ def _class_outcome(
         return result
     total, held, holds = _remaining(request, name, entry)
     if action == ErasureAction.REDACT:
-        left = max(total - held - result["redacted"], 0)
+        left = 0 if _swept(last, name) else max(total - held - result["redacted"], 0)
     else:
         left = total - held
     result.update(kept=_kept(holds) if held else [], left=left, verified=left == 0)
@@ -146,9 +163,10 @@ def erasure_settle(*, request: ErasureRequest, now: datetime) -> ErasureRequest:
         if Run.objects.filter(erasure=request, status=RunStatus.RUNNING).exists():
             return request
         done = _done(request)
+        last = Run.objects.filter(erasure=request).order_by("-started_at").first()
         # A class the request cannot reach has no outcome: its scope says why.
         classes = {
-            entry["data_class"]: _class_outcome(request, entry, done)
+            entry["data_class"]: _class_outcome(request, entry, done, last)
             for entry in (request.scope or {}).get("classes") or []
             if entry.get("reachable")
         }

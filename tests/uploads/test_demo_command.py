@@ -318,3 +318,34 @@ def test_report__fails_when_a_due_account_is_not_redacted_or_a_kept_one_changed(
     assert "but its name and email are not redacted" in problems
     assert "kept: the account is open, but it is not as seeded" in problems
     assert "6 account(s) are redacted, but the evidence records 7 redaction(s)" in problems
+
+
+def test_demo__erasures_one_completed_one_kept_under_holds_both_certificates_verify(
+    demo: dict[str, str], tmp_path, capsys
+) -> None:
+    from retention.models import ErasureRequest, ErasureState
+    from retention.receipts.cli import main as receipts
+
+    ritchie = CustomerAccount.objects.get(name="Dennis Ritchie").pk
+    erase = _call("lethe_demo", "erase")
+    ran = _call("run_retention", "--erasures")
+    printed = _call("lethe_demo", "certificates", "--out", str(tmp_path))
+
+    assert "alice filed, bob approved the erasure of Dennis Ritchie" in erase
+    assert ran.count("finished") == 2
+    subject = ErasureRequest.objects.exclude(subject_digest="").get()
+    tenant = ErasureRequest.objects.get(tenant_id="globex")
+    assert (subject.state, tenant.state) == (
+        ErasureState.COMPLETED,
+        ErasureState.PARTIALLY_COMPLETED,
+    )
+    assert CustomerAccount.objects.get(pk=ritchie).name == "[redacted]"
+    assert "Erasure of Dennis Ritchie: completed." in printed
+    assert "pod.scan: 2 kept under hold #1 (Litigation 2026-114: globex v. acme)" in printed
+    # Globex's account under the chargeback hold is untouched.
+    assert CustomerAccount.objects.filter(tenant_id="globex", name="Ken Thompson").exists()
+    files = sorted(tmp_path.glob("certificate-*.json"))
+    assert len(files) == 2
+    capsys.readouterr()
+    assert [receipts(["verify", str(f)]) for f in files] == [0, 0]
+    assert capsys.readouterr().out.count("VERIFIED: erasure request") == 2

@@ -62,7 +62,8 @@ def _protected_q(row: RowClass) -> Any:
 
 def _age_period(row: RowClass, rules: ClassRules, run: Run) -> timedelta:
     """The period a class cut by its rows' age keeps them (zero for a class with deadlines)."""
-    if row.by_expiry or rules.row_cutoff is None:
+    if row.by_expiry or rules.row_cutoff is None or run.mode == RunMode.ERASE:
+        # An erase run's rows are due now whatever their age.
         return timedelta(0)
     return run.started_at - rules.safety_margin - rules.row_cutoff
 

@@ -49,7 +49,10 @@ def host(make_policy, register_accounts, register_logs, now) -> dict[str, Any]:
     photos.append(track("globex/ann.jpg", "ann@x.test", tenant="globex"))
     bob = track("acme/bob.jpg", "bob@x.test")
     accounts = [
-        Account.objects.create(tenant_id="acme", name="Ann", email="ann@x.test"),
+        # Closed a year ago: her row has an age, as rows the engine measures do.
+        Account.objects.create(
+            tenant_id="acme", name="Ann", email="ann@x.test", closed_at=now - timedelta(days=365)
+        ),
         Account.objects.create(tenant_id="acme", name="Bob", email="bob@x.test"),
     ]
     return {"photos": photos, "bob": bob, "accounts": accounts}

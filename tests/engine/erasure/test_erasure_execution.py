@@ -265,3 +265,29 @@ def test_erase__rows_of_a_deleting_class_go_and_the_re_query_finds_none(
     request.refresh_from_db()
     assert request.state == ErasureState.COMPLETED
     assert request.outcome["classes"]["accounts.redact"]["erased"] == 1
+
+
+def test_erase__rows_redacted_before_by_retention_count_as_done(
+    make_policy, register_accounts, requester, erasure_approver, now
+):
+    from tests.helpers import enforce
+
+    register_accounts(subject_field="id")
+    make_policy("accounts.redact", timedelta(days=90), disposition="redact")
+    ann = Account.objects.create(
+        tenant_id="acme", name="Ann", email="ann@x.test", closed_at=now - timedelta(days=365)
+    )
+    enforce(now=now)
+    assert Account.objects.get(pk=ann.pk).name == "[redacted]"
+    request = api.request_erasure(
+        requested_by=requester, reason="Art. 17", subject_id=ann.pk, now=now
+    )
+    api.approve_erasure(request, approver=erasure_approver, now=now)
+
+    (run,) = _execute(now + timedelta(minutes=1))
+
+    assert run.status == RunStatus.FINISHED
+    request.refresh_from_db()
+    assert request.state == ErasureState.COMPLETED
+    assert request.outcome["classes"]["accounts.redact"]["left"] == 0
+    assert api.erasure_certificate(request)["state"] == "completed"

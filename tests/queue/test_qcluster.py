@@ -146,6 +146,7 @@ def seed_s3(
                 object_key=key,
                 storage="default",
                 now=at,
+                subject_id=track.get("subject_id"),
             )
         )
     return records

@@ -34,6 +34,7 @@ from retention.models import (
     PolicyVersion,
     RecordState,
     RetentionRecord,
+    Run,
 )
 from retention.models.erasure import OPEN_STATES
 from retention.rows.registry import RowClass, row_class, row_classes
@@ -299,3 +300,8 @@ def erasure_progress(request: ErasureRequest) -> list[ClassProgress]:
     # A class settled but not in the scope (never expected): shown, not dropped.
     progress += [_progress(name, {}, done) for name, done in sorted(outcome.items())]
     return progress
+
+
+def erasure_runs(request: ErasureRequest) -> models.QuerySet[Run]:
+    """The erase runs that executed the request, the first first."""
+    return Run.objects.filter(erasure=request).order_by("started_at", "pk")

@@ -53,7 +53,11 @@ class _JsonNumber(serializers.FloatField):
 
 class RunStartApi(ControlPlaneApiView):
     class InputSerializer(serializers.Serializer[dict[str, Any]]):
-        mode = serializers.ChoiceField(choices=RunMode.choices)
+        # A sweep by age only: a reconciliation has its own command, and an erase run
+        # exists only for an approved erasure request (a database constraint).
+        mode = serializers.ChoiceField(
+            choices=[(m.value, m.label) for m in (RunMode.DRY_RUN, RunMode.ENFORCE)]
+        )
         data_classes = serializers.ListField(
             child=_JsonString(max_length=100, validators=[data_class_validator]),
             required=False,

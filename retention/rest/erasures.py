@@ -52,6 +52,15 @@ class SubjectIdField(serializers.Field[Any, Any, Any, Any]):
         return value
 
 
+class _JsonString(serializers.CharField):
+    """A JSON string, not a number DRF would turn into one."""
+
+    def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
 class Rfc3339Field(serializers.DateTimeField):
     """An instant in UTC with ``Z``, whatever the host's TIME_ZONE."""
 
@@ -72,7 +81,7 @@ class ErasureCreateApi(TenantApiView):
         subject_id = SubjectIdField(
             help_text="The data subject: your id of the person, string or integer."
         )
-        reason = serializers.CharField(
+        reason = _JsonString(
             max_length=2000, help_text="Why, e.g. the reference of the person's request."
         )
 

@@ -115,6 +115,7 @@ def test_create__a_second_open_request_is_refused_naming_the_open_one(client, ac
         ({"subject_id": 1.5, "reason": "x"}, "subject_id"),
         ({"subject_id": "", "reason": "x"}, "subject_id"),
         ({"subject_id": ["ann"], "reason": "x"}, "subject_id"),
+        ({"subject_id": "ann", "reason": 17}, "reason"),
         # No way for a tenant to ask for its own offboarding, or to reach another tenant.
         ({"subject_id": "ann", "reason": "x", "tenant_id": "globex"}, "tenant_id"),
         ({"subject_id": "ann", "reason": "x", "data_classes": ["idv.photo"]}, "data_classes"),

@@ -53,9 +53,10 @@ class _JsonNumber(serializers.FloatField):
 
 class RunStartApi(ControlPlaneApiView):
     class InputSerializer(serializers.Serializer[dict[str, Any]]):
-        # An erase run executes an approved erasure request; it is never started here.
+        # A sweep by age only: a reconciliation has its own command, and an erase run
+        # exists only for an approved erasure request (a database constraint).
         mode = serializers.ChoiceField(
-            choices=[(mode, label) for mode, label in RunMode.choices if mode != RunMode.ERASE]
+            choices=[(m.value, m.label) for m in (RunMode.DRY_RUN, RunMode.ENFORCE)]
         )
         data_classes = serializers.ListField(
             child=_JsonString(max_length=100, validators=[data_class_validator]),

@@ -16,6 +16,11 @@ urlpatterns: list[URLPattern] = []
 if apps.is_installed("retention.rest"):
     from retention.rest.control import RunDetailApi, RunStartApi
     from retention.rest.deletions import DeletionListApi, DeletionReportApi
+    from retention.rest.erasures import (
+        ErasureCertificateApi,
+        ErasureCreateApi,
+        ErasureDetailApi,
+    )
     from retention.rest.proofs import (
         ChainHeadApi,
         ChainKeyApi,
@@ -34,6 +39,13 @@ if apps.is_installed("retention.rest"):
             name="deletion-receipt",
         ),
         path("deletions/<str:receipt_id>/rows/", DeletionRowsApi.as_view(), name="deletion-rows"),
+        path("erasures/", ErasureCreateApi.as_view(), name="erasure-create"),
+        path("erasures/<str:erasure_id>/", ErasureDetailApi.as_view(), name="erasure-detail"),
+        path(
+            "erasures/<str:erasure_id>/certificate/",
+            ErasureCertificateApi.as_view(),
+            name="erasure-certificate",
+        ),
         path("runs/", RunStartApi.as_view(), name="run-start"),
         path("runs/<str:run_id>/", RunDetailApi.as_view(), name="run-detail"),
     ]

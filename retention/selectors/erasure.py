@@ -16,13 +16,15 @@ the items' keys.
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.db import models
-from django.db.models import Count, Exists, Max, OuterRef, Q
+from django.db.models import BooleanField, Count, Exists, ExpressionWrapper, Max, OuterRef, Q
+from django.db.models.functions import Now
 from django.utils.dateparse import parse_datetime
 
 from retention.models import (
@@ -42,6 +44,7 @@ from retention.models.erasure import OPEN_STATES
 from retention.rows.registry import RowClass, row_class, row_classes
 from retention.selectors.holds import held_rows
 from retention.selectors.policies import version_in_force
+from retention.selectors.tenant import tenant_id_required
 
 GONE = (RecordState.DELETED, RecordState.MISSING)
 
@@ -353,10 +356,92 @@ def erasure_status(*, now: datetime) -> ErasureStatus:
     counts = dict(
         ErasureRequest.objects.values_list("state").annotate(n=Count("pk")).order_by("state")
     )
-    overdue = ErasureRequest.objects.filter(state__in=OPEN_STATES, due_at__lt=now).order_by(
-        "due_at", "received_at"
-    )
+    overdue = ErasureRequest.objects.filter(overdue_q(now)).order_by("due_at", "received_at")
     return ErasureStatus(
         by_state={state: counts.get(state, 0) for state in ErasureState.values},
         overdue=tuple(overdue.only("pk", "state", "due_at", "received_at")),
     )
+
+
+def overdue_q(now: datetime | Now) -> Q:
+    """Open and past its due date: ``now`` the database's clock (``db_now()``, or
+    ``Now()`` inside a query)."""
+    return Q(state__in=OPEN_STATES, due_at__lt=now)
+
+
+def erasure_requests_by_due(*, now: datetime | Now) -> models.QuerySet[ErasureRequest]:
+    """Every request, the earliest due first, each with ``is_overdue``."""
+    return ErasureRequest.objects.annotate(
+        is_overdue=ExpressionWrapper(overdue_q(now), output_field=BooleanField())
+    ).order_by("due_at", "received_at")
+
+
+def tenant_erasure_get(*, tenant_id: str, erasure_id: uuid.UUID) -> ErasureRequest:
+    """A request of the tenant (its ``tenant_id``); ``DoesNotExist`` for anyone else's."""
+    return ErasureRequest.objects.filter(tenant_id=tenant_id_required(tenant_id)).get(pk=erasure_id)
+
+
+@dataclass(frozen=True, slots=True)
+class ClassProgress:
+    """One class of a request: its frozen scope, and what its runs did to it so far.
+
+    ``settled`` is false until the engine has written the class's outcome;
+    until then nothing was erased, and ``left`` and ``verified`` are unknown.
+    """
+
+    data_class: str
+    kind: str
+    reachable: bool
+    not_reachable_because: str
+    on_erasure: str | None
+    erasure_basis: str
+    items: int  # at receipt, within the frozen bound
+    holds_at_receipt: tuple[dict[str, Any], ...]  # {"hold", "count"}
+    settled: bool
+    erased: int
+    redacted: int
+    kept: tuple[dict[str, Any], ...]  # {"hold", "reason", "count"}
+    left: int | None
+    verified: bool | None
+
+    @property
+    def kept_count(self) -> int:
+        return sum(int(item.get("count") or 0) for item in self.kept)
+
+
+def _progress(name: str, entry: dict[str, Any], done: dict[str, Any] | None) -> ClassProgress:
+    settled = done is not None
+    done = done or {}
+    return ClassProgress(
+        data_class=name,
+        kind=str(entry.get("kind", "")),
+        reachable=bool(entry.get("reachable", settled)),
+        not_reachable_because=str(entry.get("not_reachable_because", "")),
+        on_erasure=done.get("on_erasure") or entry.get("on_erasure"),
+        erasure_basis=str(done.get("basis") or entry.get("erasure_basis") or ""),
+        items=int(entry.get("count") or 0),
+        holds_at_receipt=tuple(entry.get("holds") or ()),
+        settled=settled,
+        erased=int(done.get("erased") or 0),
+        redacted=int(done.get("redacted") or 0),
+        kept=tuple(done.get("kept") or ()),
+        left=int(done["left"]) if settled and done.get("left") is not None else None,
+        verified=bool(done["verified"]) if settled and "verified" in done else None,
+    )
+
+
+def erasure_progress(request: ErasureRequest) -> list[ClassProgress]:
+    """Per class, the scope frozen at receipt beside the outcome its runs settled."""
+    outcome = dict((request.outcome or {}).get("classes") or {})
+    progress = []
+    for entry in (request.scope or {}).get("classes", []):
+        name = str(entry.get("data_class", ""))
+        progress.append(_progress(name, entry, outcome.pop(name, None)))
+    # A class settled but not in the scope (never expected): shown, not dropped.
+    progress += [_progress(name, {}, done) for name, done in sorted(outcome.items())]
+    return progress
+
+
+def erasure_runs(request: ErasureRequest) -> models.QuerySet[Run]:
+    """The erase runs that executed the request, the first first."""
+    return Run.objects.filter(erasure=request).order_by("started_at", "pk")

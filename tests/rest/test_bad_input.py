@@ -415,3 +415,14 @@ def test_schema__every_operation_documents_400_for_bad_query_strings(schema):
 @pytest.mark.parametrize(("value", "expected"), [(None, "False"), ("0", "False"), ("1", "True")])
 def test_settings__debug_is_off_unless_django_debug_says_1(tmp_path, value, expected):
     assert example_setting("DEBUG", tmp_path, DJANGO_DEBUG=value) == expected
+
+
+@pytest.mark.parametrize("mode", ["erase", "reconcile"])
+def test_bad_input__a_run_is_a_dry_run_or_an_enforcing_sweep_nothing_else(client, mode):
+    # An erase run exists only for an approved erasure request; a reconciliation is
+    # retention_reconcile's. Neither is started here, and nothing is recorded.
+    response = signed_post(client, {"mode": mode})
+
+    assert_error(response, 400, "invalid")
+    assert list(response.json()["field_errors"]) == ["mode"]
+    assert not Run.objects.exists()

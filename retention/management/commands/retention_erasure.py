@@ -3,10 +3,12 @@
 retention_erasure list [--json]          by due date, the overdue ones marked
 retention_erasure show ID [--json]       one request: its scope per class, its outcome
 retention_erasure certificate ID         the certificate, as issued
+retention_erasure replay [--dry-run]     after a restore: execute again every journaled
+                                         erasure this database does not know as completed
 
-Each subcommand is a subparser and a ``_<name>`` method, so another (``replay``)
-is one more of each. Overdue is decided by the database's clock, as
-``retention_check`` decides it. The subject's id is never printed, only its digest.
+Each subcommand is a subparser and a ``_<name>`` method. Overdue is decided
+by the database's clock, as ``retention_check`` decides it. The subject's id
+is never printed, only its digest.
 """
 
 from __future__ import annotations
@@ -18,9 +20,14 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from retention.anchoring.stores import AnchorStoreError, anchor_store
+from retention.chain.erasure_journal import journal_read
 from retention.clock import db_now
+from retention.conf import settings
+from retention.engine.erasure_replay import erasures_replay
 from retention.models import ErasureRequest, Run
 from retention.reporting import human, rfc3339
+from retention.selectors.anchors import signing_key
 from retention.selectors.erasure import (
     ClassProgress,
     erasure_progress,
@@ -144,7 +151,10 @@ def _show_lines(request: ErasureRequest, runs: list[Run]) -> list[str]:
 
 
 class Command(BaseCommand):
-    help = "List erasure requests by due date, show one, or print its certificate."
+    help = (
+        "List erasure requests by due date, show one, print its certificate, or replay the "
+        "journal after a restore."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
         actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
@@ -155,6 +165,14 @@ class Command(BaseCommand):
         show.add_argument("--json", action="store_true", help="One JSON object on stdout.")
         certificate = actions.add_parser("certificate", help="The certificate, as issued.")
         certificate.add_argument("erasure_id", metavar="ID")
+        replay = actions.add_parser(
+            "replay",
+            help="After a restore: execute again every erasure the journal "
+            "(RETENTION_EVIDENCE_ANCHOR) holds that this database does not know as completed.",
+        )
+        replay.add_argument(
+            "--dry-run", action="store_true", help="Say what would be replayed; change nothing."
+        )
 
     def handle(
         self,
@@ -162,14 +180,16 @@ class Command(BaseCommand):
         action: str,
         json: bool = False,
         erasure_id: str | None = None,
+        dry_run: bool = False,
         **options: Any,
     ) -> None:
         handlers: dict[str, Callable[..., None]] = {
             "list": self._list,
             "show": self._show,
             "certificate": self._certificate,
+            "replay": self._replay,
         }
-        handlers[action](as_json=json, erasure_id=erasure_id)
+        handlers[action](as_json=json, erasure_id=erasure_id, dry_run=dry_run)
 
     def _list(self, *, as_json: bool, **_: Any) -> None:
         now = db_now()
@@ -212,6 +232,38 @@ class Command(BaseCommand):
                 "when it completes or partially completes."
             )
         self.stdout.write(_dumps(request.certificate))
+
+    def _replay(self, *, dry_run: bool, **_: Any) -> None:
+        try:
+            store = anchor_store(settings.EVIDENCE_ANCHOR)
+        except ValueError as exc:
+            raise CommandError(f"RETENTION_EVIDENCE_ANCHOR cannot be read: {exc}") from None
+        signer = signing_key()
+        if store is None or signer is None:
+            raise CommandError(
+                "replay reads the erasure journal: set RETENTION_EVIDENCE_ANCHOR and "
+                "RETENTION_SIGNING_KEY (the key that signed it)."
+            )
+        try:
+            journal = journal_read(store=store, public_keys={signer.key_id: signer.public_key})
+        except AnchorStoreError as exc:
+            raise CommandError(f"cannot read the erasure journal: {exc}") from None
+        for problem in journal.problems:
+            self.stderr.write(f"not replayed: {problem}")
+        done = erasures_replay(entries=journal.entries, clock=db_now, dry_run=dry_run)
+        for item in done:
+            items = f", {item.items} item{'' if item.items == 1 else 's'}" if item.items else ""
+            self.stdout.write(f"{item.request}: {item.action} ({item.detail}{items})")
+        acted = sum(item.action in ("replayed", "would replay") for item in done)
+        verb = "Would replay" if dry_run else "Replayed"
+        self.stdout.write(
+            f"{verb} {acted} of {len(journal.entries)} journaled erasure(s) in {store.description}."
+        )
+        failed = [item for item in done if item.action == "not replayed"]
+        if journal.problems or failed:
+            raise CommandError(
+                f"{len(journal.problems) + len(failed)} journaled erasure(s) not replayed (above)."
+            )
 
     def _get(self, erasure_id: str) -> ErasureRequest:
         requests = erasure_requests_by_due(now=db_now()).select_related(

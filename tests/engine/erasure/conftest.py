@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -11,7 +12,9 @@ from django.core.files.base import ContentFile
 from django.core.files.storage import storages
 
 from retention import api
+from retention.anchoring.stores import DirectoryAnchorStore
 from retention.models import ErasureRequest, RetentionRecord
+from tests.anchoring.helpers import new_key
 from tests.factories import user_with_perms
 from tests.rowhost.models import Account
 
@@ -66,3 +69,12 @@ def approved(host, requester, erasure_approver, now) -> Callable[..., ErasureReq
         return api.approve_erasure(request, approver=erasure_approver, now=now)
 
     return make
+
+
+@pytest.fixture
+def anchors(settings: Any, tmp_path: Path) -> DirectoryAnchorStore:
+    """Anchoring on, into a directory: signed chain heads and the erasure journal."""
+    seed, _public = new_key()
+    settings.RETENTION_SIGNING_KEY = seed
+    settings.RETENTION_EVIDENCE_ANCHOR = str(tmp_path / "anchors")
+    return DirectoryAnchorStore(tmp_path / "anchors")

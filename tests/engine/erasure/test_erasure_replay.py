@@ -16,7 +16,6 @@ from typing import Any
 
 import pytest
 
-from retention.anchoring.stores import DirectoryAnchorStore
 from retention.chain.erasure_journal import (
     JOURNAL_DIR,
     certificate_sha256,
@@ -29,18 +28,9 @@ from retention.engine.erasure_replay import erasures_replay
 from retention.models import ErasureRequest, ErasureState, RecordState, RetentionRecord
 from retention.selectors.anchors import signing_key as configured_signer
 from retention.selectors.erasure import Subject, erasure_scope
-from tests.anchoring.helpers import new_key
 from tests.engine.erasure.conftest import track
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def anchors(settings: Any, tmp_path: Path) -> DirectoryAnchorStore:
-    seed, _public = new_key()
-    settings.RETENTION_SIGNING_KEY = seed
-    settings.RETENTION_EVIDENCE_ANCHOR = str(tmp_path / "anchors")
-    return DirectoryAnchorStore(tmp_path / "anchors")
 
 
 def _trusted() -> dict[str, bytes]:

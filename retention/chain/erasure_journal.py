@@ -41,7 +41,7 @@ from retention.conf import settings
 from retention.models import ErasureRequest, ErasureState
 from retention.receipts.signed_heads import AnchorError, canonical, signature_check
 from retention.selectors.anchors import anchoring_on, signing_key
-from retention.selectors.erasure import erasure_plan
+from retention.selectors.erasure_execution import erasure_plan
 
 logger = logging.getLogger("retention.erasure")
 

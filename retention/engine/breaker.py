@@ -50,7 +50,7 @@ from retention.selectors.breaker import (
     records_not_deleted,
     trip_summary,
 )
-from retention.selectors.erasure import RUN_KEY as ERASE_KEY
+from retention.selectors.erasure_execution import RUN_KEY as ERASE_KEY
 
 REPORT_KEY = "breaker"
 FRACTION = "fraction"

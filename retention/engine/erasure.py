@@ -24,7 +24,7 @@ from retention.engine.ledger import run_start
 from retention.engine.publish import run_enqueue
 from retention.exceptions import InvalidTransition, RunRefused
 from retention.models import ErasureRequest, ErasureState, Run, RunExecutor, RunMode, RunTrigger
-from retention.selectors.erasure import erasure_plan, erasures_due
+from retention.selectors.erasure_execution import erasure_plan, erasures_due
 from retention.services.erasure_settle import SETTLING, erasure_settle
 
 logger = logging.getLogger("retention.engine")

@@ -28,7 +28,8 @@ from retention.engine.erasure import erasure_start
 from retention.engine.inline import run_execute
 from retention.exceptions import InvalidTransition, RunRefused
 from retention.models import ErasureRequest, ErasureState, Run, RunTrigger
-from retention.selectors.erasure import Subject, class_scope, replay_bound
+from retention.selectors.erasure import Subject, class_scope
+from retention.selectors.erasure_execution import replay_bound
 
 REPLAY_REASON = "Replayed from the erasure journal after a restore (request {id}, completed {at})."
 

@@ -39,8 +39,8 @@ from retention.models import (
     RunTrigger,
 )
 from retention.selectors.control import kill_switch_paused
-from retention.selectors.erasure import RUN_KEY as ERASE_KEY
-from retention.selectors.erasure import erasure_plan, erasure_run_entry
+from retention.selectors.erasure_execution import RUN_KEY as ERASE_KEY
+from retention.selectors.erasure_execution import erasure_plan, erasure_run_entry
 from retention.services.erasure_settle import erasure_settle
 from retention.storage import StorageUnavailable
 from retention.storage.s3_outage import UNANSWERED_REASON, run_unanswered_warn

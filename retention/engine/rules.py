@@ -21,7 +21,7 @@ from django.db.models import Q
 from retention.conf import settings
 from retention.models import Policy, PolicyVersion, RecordQuerySet, RetentionRecord, Run, RunMode
 from retention.rows.registry import row_class
-from retention.selectors.erasure import erase_records_q
+from retention.selectors.erasure_execution import erase_records_q
 from retention.selectors.policies import version_governing
 from retention.selectors.run_rules import (
     DEFAULT_BATCH_SIZE,

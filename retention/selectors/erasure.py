@@ -23,12 +23,11 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.db import models
-from django.db.models import BooleanField, Count, Exists, ExpressionWrapper, Max, OuterRef, Q
+from django.db.models import BooleanField, Count, ExpressionWrapper, Max, Q
 from django.db.models.functions import Now
 from django.utils.dateparse import parse_datetime
 
 from retention.models import (
-    ErasureAction,
     ErasureRequest,
     ErasureState,
     LegalHold,
@@ -38,7 +37,6 @@ from retention.models import (
     RecordState,
     RetentionRecord,
     Run,
-    RunStatus,
 )
 from retention.models.erasure import OPEN_STATES
 from retention.rows.registry import RowClass, row_class, row_classes
@@ -138,17 +136,6 @@ def within_q(bound: dict[str, Any]) -> Q:
     return q & Q(pk__in=bound.get("pks", []))
 
 
-def replay_bound(data_class: str, bound: dict[str, Any], written_by: str) -> dict[str, Any]:
-    """A journaled class bound, as a replay after a restore applies it (``within_q``):
-    records created by ``written_by``; rows of a class cut by age, aged by it."""
-    row = row_class(data_class)
-    if row is None:
-        return {**bound, "written_by": written_by}
-    if row.age_field:
-        return {**bound, "written_by": written_by, "time_field": row.age_field}
-    return dict(bound)
-
-
 def within(items: models.QuerySet[Any], bound: dict[str, Any]) -> models.QuerySet[Any]:
     """``items`` as far as a frozen bound reaches (``within_q``)."""
     return items.filter(within_q(bound))
@@ -235,108 +222,6 @@ def erasure_scope(who: Subject, data_classes: list[str] | None) -> dict[str, Any
         class_scope(name, who, record_bound=record_bound) for name in erasure_classes(data_classes)
     ]
     return {"classes": classes, "total": sum(c["count"] for c in classes)}
-
-
-# Where an erase run keeps what it executes (``Run.report``): the request,
-# its subject's digest and each class's frozen bound.
-RUN_KEY = "erasure"
-
-
-def request_subject(request: ErasureRequest) -> Subject:
-    return Subject(
-        subject_id=request.subject_id,
-        subject_digest=request.subject_digest,
-        tenant_id=request.tenant_id,
-    )
-
-
-def erasure_plan(request: ErasureRequest) -> dict[str, dict[str, Any]]:
-    """What an erase run of the request disposes of, per class, from its frozen scope:
-    the reachable classes that delete or redact on erasure and had items then."""
-    classes = (request.scope or {}).get("classes") or []
-    return {
-        entry["data_class"]: entry
-        for entry in classes
-        if entry.get("reachable")
-        and entry.get("on_erasure") in (ErasureAction.DELETE, ErasureAction.REDACT)
-        and entry.get("count")
-    }
-
-
-def erasure_run_entry(request: ErasureRequest, plan: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """What an erase run keeps of its request in its report (``RUN_KEY``): never the
-    subject's id, which the engine reads from the request itself."""
-    return {
-        "request": str(request.pk),
-        "subject_digest": request.subject_digest,
-        "bounds": {name: entry.get("bound") or {} for name, entry in plan.items()},
-        "counts": {name: int(entry.get("count") or 0) for name, entry in plan.items()},
-    }
-
-
-def _run_entry(run: Run) -> dict[str, Any]:
-    report = run.report if isinstance(run.report, dict) else {}
-    entry = report.get(RUN_KEY)
-    return entry if isinstance(entry, dict) else {}
-
-
-def erase_records_q(run: Run) -> Q:
-    """An erase run's tracked records: its subject's (its tenant is the run's), each
-    class within its frozen bound."""
-    entry = _run_entry(run)
-    bounds = entry.get("bounds") or {}
-    q = Q(pk__in=[])
-    for name in run.data_classes:
-        if "max_record_id" in (bounds.get(name) or {}):
-            q |= Q(data_class=name) & within_q(bounds[name])
-    if entry.get("subject_digest"):
-        q &= Q(subject_digest=entry["subject_digest"])
-    return q
-
-
-def erase_rows(row: RowClass, run: Run) -> models.QuerySet[Any]:
-    """An erase run's rows of a class: its subject's or tenant's, within the frozen bound."""
-    bound = (_run_entry(run).get("bounds") or {}).get(row.data_class)
-    if run.erasure is None or not bound:
-        return row.queryset().none()
-    try:
-        return within(row_items(row, request_subject(run.erasure)), bound)
-    except (ValueError, TypeError, ValidationError):
-        # An id the subject field cannot hold names no row (as in the scope).
-        return row.queryset().none()
-
-
-def erasures_due(*, now: datetime) -> list[ErasureRequest]:
-    """The requests a run should execute now, oldest due first.
-
-    Approved ones past their ``not_before``; executing ones with something
-    left and no run of theirs running (a run that failed, stopped or was
-    refused); partially completed ones one of whose keeping holds has been
-    released since.
-    """
-    running = Run.objects.filter(erasure=OuterRef("pk"), status=RunStatus.RUNNING)
-    candidates = (
-        ErasureRequest.objects.filter(
-            Q(state=ErasureState.APPROVED, not_before__isnull=True)
-            | Q(state=ErasureState.APPROVED, not_before__lte=now)
-            | Q(state__in=[ErasureState.EXECUTING, ErasureState.PARTIALLY_COMPLETED])
-        )
-        .exclude(Exists(running))
-        .order_by("due_at", "received_at")
-    )
-    due = []
-    for request in candidates:
-        if request.state == ErasureState.PARTIALLY_COMPLETED and not _hold_released(request):
-            continue
-        due.append(request)
-    return due
-
-
-def _hold_released(request: ErasureRequest) -> bool:
-    classes = (request.outcome or {}).get("classes") or {}
-    keeping = {kept["hold"] for entry in classes.values() for kept in entry.get("kept") or []}
-    active = set(LegalHold.objects.active().filter(pk__in=keeping).values_list("pk", flat=True))
-    return bool(keeping - active)
 
 
 @dataclass(frozen=True, slots=True)

@@ -45,8 +45,6 @@ from retention.models import (
 )
 from retention.rows.registry import row_class
 from retention.selectors.erasure import (
-    erasure_plan,
-    request_subject,
     row_holds_count,
     row_items,
     tracked_holds_count,
@@ -54,6 +52,7 @@ from retention.selectors.erasure import (
     within,
     within_q,
 )
+from retention.selectors.erasure_execution import erasure_plan, request_subject
 from retention.selectors.holds import held_rows
 
 logger = logging.getLogger("retention.erasure")

@@ -18,7 +18,7 @@ from django.db.models import Q, Value
 from retention.conf import settings
 from retention.models import Run, RunMode
 from retention.rows.registry import RowClass
-from retention.selectors.erasure import erase_rows
+from retention.selectors.erasure_execution import erase_rows
 from retention.selectors.holds import RowHolds, held_rows
 from retention.selectors.run_rules import ClassRules
 

@@ -31,7 +31,7 @@ from retention.models import (
     RunStatus,
 )
 from retention.receipts.certificate import certificate_problems
-from retention.selectors.erasure import erasures_due
+from retention.selectors.erasure_execution import erasures_due
 from tests.engine.erasure.conftest import BASIS, track
 from tests.rowhost.models import Account
 

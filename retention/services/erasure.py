@@ -31,6 +31,8 @@ from retention.exceptions import (
 from retention.models import ErasureRequest, ErasureState
 from retention.models.erasure import OPEN_STATES
 from retention.selectors.erasure import Subject, erasure_scope, unknown_classes
+from retention.selectors.erasure_execution import erasure_plan
+from retention.services.erasure_settle import erasure_settle
 
 APPROVE_ERASURE_PERMISSION = "retention.approve_erasurerequest"
 # A task path published to the broker: a contract with tasks already in it.
@@ -181,6 +183,12 @@ def erasure_approve(
         request.approved_by = approver  # type: ignore[assignment]
         request.approved_at = now
         request.save(update_fields=["state", "approved_by", "approved_at"])
+        if not erasure_plan(request) and (request.not_before is None or request.not_before <= now):
+            # Nothing to dispose of (an unknown subject, classes that keep): it
+            # completes at once, with a certificate that says so.
+            request.state = ErasureState.EXECUTING
+            request.save(update_fields=["state"])
+            return erasure_settle(request=request, now=now)
         transaction.on_commit(partial(_publish_execution, request))
     return request
 

@@ -360,8 +360,11 @@ def test_cancel__before_it_executes_by_its_requester_or_an_approver(
     received = api.request_erasure(
         requested_by=requester, reason="Art. 17", subject_id="a", now=now
     )
+    # Bob has a photo: approved, his request waits for its run.
     approved = api.approve_erasure(
-        api.request_erasure(requested_by=requester, reason="Art. 17", subject_id="b", now=now),
+        api.request_erasure(
+            requested_by=requester, reason="Art. 17", subject_id="bob@x.test", now=now
+        ),
         approver=erasure_approver,
         now=now,
     )
@@ -385,8 +388,11 @@ def test_cancel__before_it_executes_by_its_requester_or_an_approver(
 def test_retention_check__an_open_request_past_its_due_date_fails_with_erasure_overdue(
     host, requester, erasure_approver, now
 ):
+    # Ann has photos: approved, never run, so still open when it falls due.
     late = api.approve_erasure(
-        api.request_erasure(requested_by=requester, reason="Art. 17", subject_id="a", now=now),
+        api.request_erasure(
+            requested_by=requester, reason="Art. 17", subject_id="ann@x.test", now=now
+        ),
         approver=erasure_approver,
         now=now,
     )

@@ -138,10 +138,11 @@ def test_erase__a_hold_keeps_its_items_until_released_then_the_request_completes
 def test_erase__an_unknown_subject_completes_at_once(host, approved, now):
     request = approved(subject_id="nobody@x.test")
 
-    assert _execute(now + timedelta(minutes=1)) == []
-
+    # Completed when approved: nothing to run.
     request.refresh_from_db()
     assert request.state == ErasureState.COMPLETED
+    assert request.completed_at == request.verified_at == now
+    assert _execute(now + timedelta(minutes=1)) == []
     assert request.outcome["classes"]["idv.photo"]["erased"] == 0
     # The certificate says nothing was found.
     assert api.erasure_certificate(request)["totals"]["found"] == 0
@@ -291,3 +292,30 @@ def test_erase__rows_redacted_before_by_retention_count_as_done(
     assert request.state == ErasureState.COMPLETED
     assert request.outcome["classes"]["accounts.redact"]["left"] == 0
     assert api.erasure_certificate(request)["state"] == "completed"
+
+
+def test_erase__the_kill_switch_stops_it_until_resumed(host, approved, author, now):
+    request = approved()
+    api.pause(by=author, reason="incident 77", now=now)
+
+    assert _execute(now + timedelta(minutes=1)) == []
+    assert set(_states(host["photos"])) == {RecordState.ACTIVE}
+    refused = Run.objects.get(erasure=request)
+    assert (refused.status, refused.status_reason.split(":")[0]) == (RunStatus.REFUSED, "paused")
+
+    api.resume(by=author, now=now + timedelta(minutes=2))
+    _execute(now + timedelta(minutes=3))
+    request.refresh_from_db()
+    assert request.state == ErasureState.COMPLETED
+
+
+def test_watchdog__starts_the_due_requests_on_the_queue(host, approved, now):
+    from retention import tasks
+    from retention.models import RunExecutor
+
+    request = approved()
+
+    tasks.runs_resume()
+
+    run = Run.objects.get(erasure=request)
+    assert (run.executor, run.status) == (RunExecutor.QUEUE, RunStatus.RUNNING)

@@ -20,10 +20,13 @@ from datetime import datetime
 from django.db import transaction
 
 from retention.engine.inline import ProgressFn, run_execute
+from retention.engine.leases import runs_abandon_stale
 from retention.engine.ledger import run_start
+from retention.engine.outage import as_unavailable
 from retention.engine.publish import run_enqueue
 from retention.exceptions import InvalidTransition, RunRefused
 from retention.models import ErasureRequest, ErasureState, Run, RunExecutor, RunMode, RunTrigger
+from retention.selectors.control import kill_switch_paused
 from retention.selectors.erasure_execution import erasure_plan, erasures_due
 from retention.services.erasure_settle import SETTLING, erasure_settle
 
@@ -83,9 +86,15 @@ def erasures_execute(
     """Run every due erasure request inline, one after the other (``run_retention``).
 
     A request whose run is refused (the kill switch, a lease another run
-    holds) is left for the next trigger and logged; the others go on.
+    holds) is left for the next trigger and logged; one whose run fails is
+    closed with its error; the others, and the caller's sweep, go on.
     """
     runs: list[Run] = []
+    if kill_switch_paused():
+        # Nothing starts while paused (a refused run a request would be no news).
+        return runs
+    # A dead process's erase run must not keep its request from being due.
+    runs_abandon_stale(clock())
     for request in erasures_due(now=clock()):
         try:
             run = erasure_start(request=request, now=clock(), trigger=RunTrigger.COMMAND)
@@ -97,16 +106,24 @@ def erasures_execute(
                 extra={"erasure_id": str(request.pk)},
             )
             continue
-        if run is not None:
-            runs.append(
-                run_execute(run=run, clock=clock, progress=progress, max_seconds=max_seconds)
-            )
+        if run is None:
+            continue
+        try:
+            run = run_execute(run=run, clock=clock, progress=progress, max_seconds=max_seconds)
+        except Exception as exc:
+            if as_unavailable(exc) is not None:
+                raise
+            run.refresh_from_db()
+        runs.append(run)
     return runs
 
 
 def erasures_enqueue(*, now: datetime) -> list[Run]:
     """Publish a queued run for every due erasure request (the watchdog, approval)."""
     runs: list[Run] = []
+    if kill_switch_paused():
+        return runs
+    runs_abandon_stale(now)
     for request in erasures_due(now=now):
         try:
             run = erasure_start(request=request, now=now, executor=RunExecutor.QUEUE)

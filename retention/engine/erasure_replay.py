@@ -23,13 +23,15 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.utils.dateparse import parse_datetime
 
+from retention.conf import settings
 from retention.digest import subject_digest
 from retention.engine.erasure import erasure_start
 from retention.engine.inline import run_execute
 from retention.exceptions import InvalidTransition, RunRefused
 from retention.models import ErasureRequest, ErasureState, Run, RunTrigger
+from retention.models.erasure import OPEN_STATES
 from retention.selectors.erasure import Subject, class_scope
-from retention.selectors.erasure_execution import replay_bound
+from retention.selectors.erasure_execution import key_bound_only, replay_bound
 
 REPLAY_REASON = "Replayed from the erasure journal after a restore (request {id}, completed {at})."
 
@@ -43,6 +45,8 @@ class Replayed:
     detail: str
     items: int = 0
     run: Run | None = None
+    # Classes whose rows the replay bounded by key only (no age column).
+    key_bound: tuple[str, ...] = ()
 
 
 def _scope(entry: dict[str, Any]) -> tuple[Subject, dict[str, Any]]:
@@ -66,6 +70,15 @@ def _scope(entry: dict[str, Any]) -> tuple[Subject, dict[str, Any]]:
 def _receive_again(entry: dict[str, Any], now: datetime) -> ErasureRequest:
     who, scope = _scope(entry)
     received = parse_datetime(str(entry.get("received_at"))) or now
+    open_one = (
+        ErasureRequest.objects.filter(
+            state__in=OPEN_STATES, subject_digest=who.subject_digest, tenant_id=who.tenant_id
+        )
+        .values_list("pk", flat=True)
+        .first()
+    )
+    if open_one is not None:
+        raise InvalidTransition(f"an open request for the same subject exists: {open_one}")
     with transaction.atomic():
         return ErasureRequest.objects.create(
             id=entry["request"],
@@ -77,7 +90,8 @@ def _receive_again(entry: dict[str, Any], now: datetime) -> ErasureRequest:
             reason=REPLAY_REASON.format(id=entry["request"], at=entry.get("completed_at")),
             requested_by=None,
             received_at=received,
-            due_at=now,
+            # A new answer period: the original one has passed.
+            due_at=now + settings.ERASURE_DUE,
             approved_at=parse_datetime(str(entry.get("approved_at"))) or now,
             replayed_at=now,
             scope=scope,
@@ -103,10 +117,8 @@ def erasures_replay(
         try:
             request = known or _receive_again(entry, clock())
             run = erasure_start(request=request, now=clock(), trigger=RunTrigger.COMMAND)
-        except IntegrityError:
-            done.append(
-                Replayed(request_id, "not replayed", "an open request for the same subject exists")
-            )
+        except IntegrityError as exc:
+            done.append(Replayed(request_id, "not replayed", f"could not be received again: {exc}"))
             continue
         except (RunRefused, InvalidTransition) as exc:
             done.append(Replayed(request_id, "not replayed", str(exc)))
@@ -115,5 +127,6 @@ def erasures_replay(
             run = run_execute(run=run, clock=clock)
         request.refresh_from_db()
         items = int(request.scope.get("total", 0))
-        done.append(Replayed(request_id, "replayed", f"now {request.state}", items, run))
+        by_key = tuple(n for n in entry.get("data_classes") or [] if key_bound_only(n))
+        done.append(Replayed(request_id, "replayed", f"now {request.state}", items, run, by_key))
     return done

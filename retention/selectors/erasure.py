@@ -123,12 +123,18 @@ def within_q(bound: dict[str, Any]) -> Q:
 
     A replay's bound (``replay_bound``) adds the time of the original
     request: after a restore, keys are handed out again, so a record
-    created later (or a row whose age column is later) is out too.
+    created later (or a row whose age column is later) is out too. A row
+    whose age column is empty (an account still open) has no time to tell:
+    its key bounds it.
     """
     q = Q()
     if bound.get("written_by"):
         written_by = parse_datetime(bound["written_by"])
-        q &= Q(**{f"{bound.get('time_field') or 'created_at'}__lte": written_by})
+        if bound.get("time_field"):
+            column = bound["time_field"]
+            q &= Q(**{f"{column}__lte": written_by}) | Q(**{f"{column}__isnull": True})
+        else:
+            q &= Q(created_at__lte=written_by)
     if "max_record_id" in bound:
         return q & Q(pk__lte=bound["max_record_id"])
     if "max_pk" in bound:

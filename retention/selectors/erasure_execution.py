@@ -9,7 +9,7 @@ read it. ``erasures_due`` says which requests a run should execute now;
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.core.exceptions import ValidationError
@@ -30,6 +30,10 @@ from retention.selectors.erasure import Subject, row_items, within, within_q
 # Where an erase run keeps what it executes (``Run.report``): the request,
 # its subject's digest and each class's frozen bound.
 RUN_KEY = "erasure"
+# An executing request with something left is run again this long after its last
+# run; after a refused one (another run held a class's lease), sooner.
+RETRY_AFTER = timedelta(hours=1)
+REFUSED_RETRY_AFTER = timedelta(minutes=10)
 
 
 def request_subject(request: ErasureRequest) -> Subject:
@@ -101,15 +105,23 @@ def erasures_due(*, now: datetime) -> list[ErasureRequest]:
 
     Approved ones past their ``not_before``; executing ones with something
     left and no run of theirs running (a run that failed, stopped or was
-    refused); partially completed ones one of whose keeping holds has been
-    released since.
+    refused), once ``RETRY_AFTER`` has passed since their last run ended (what
+    keeps a request from completing may last: a PROTECT relation, the
+    breaker, a failure to look at); partially completed ones one of whose
+    keeping holds has been released since.
     """
     running = Run.objects.filter(erasure=OuterRef("pk"), status=RunStatus.RUNNING)
+    recent = Run.objects.filter(
+        Q(finished_at__gt=now - RETRY_AFTER) & ~Q(status=RunStatus.REFUSED)
+        | Q(finished_at__gt=now - REFUSED_RETRY_AFTER, status=RunStatus.REFUSED),
+        erasure=OuterRef("pk"),
+    )
     candidates = (
         ErasureRequest.objects.filter(
             Q(state=ErasureState.APPROVED, not_before__isnull=True)
             | Q(state=ErasureState.APPROVED, not_before__lte=now)
-            | Q(state__in=[ErasureState.EXECUTING, ErasureState.PARTIALLY_COMPLETED])
+            | (Q(state=ErasureState.EXECUTING) & ~Exists(recent))
+            | Q(state=ErasureState.PARTIALLY_COMPLETED)
         )
         .exclude(Exists(running))
         .order_by("due_at", "received_at")
@@ -131,10 +143,19 @@ def _hold_released(request: ErasureRequest) -> bool:
 
 def replay_bound(data_class: str, bound: dict[str, Any], written_by: str) -> dict[str, Any]:
     """A journaled class bound, as a replay after a restore applies it (``within_q``):
-    records created by ``written_by``; rows of a class cut by age, aged by it."""
+    records created by ``written_by``; rows of a class cut by age, aged by it (or
+    not aged at all). Rows of a class with only a deadline column are bound by key
+    alone (``key_bound_only``)."""
     row = row_class(data_class)
     if row is None:
         return {**bound, "written_by": written_by}
     if row.age_field:
         return {**bound, "written_by": written_by, "time_field": row.age_field}
     return dict(bound)
+
+
+def key_bound_only(data_class: str) -> bool:
+    """Whether a replay can bound the class's rows by key only (no age column): rows
+    written after a restore under keys handed out again are within reach."""
+    row = row_class(data_class)
+    return row is not None and not row.age_field

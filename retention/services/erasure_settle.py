@@ -14,10 +14,11 @@ legal basis; one the request cannot reach says why. Then:
   class it erased, so ``completed`` with ``verified_at``.
 
 A redacted row stays (and may still carry the subject's link), so a class
-that redacts counts as done when the request's last run swept it to its end:
-each of its pages redacts every row of the scope it selects that no hold
-covers, including rows an earlier run redacted already (whose events were
-recorded then, not again).
+that redacts counts as done when the request's last run swept it to its end
+(each of its pages redacts every row of the scope it selects that no hold
+covers, also rows redacted before, whose events were recorded then) and the
+re-query finds no such row whose fields with a fixed redacted value (Null,
+Empty, Constant) do not hold it.
 """
 
 from __future__ import annotations
@@ -27,10 +28,12 @@ from datetime import datetime
 from functools import partial
 from typing import Any
 
-from django.db import transaction
+from django.core.exceptions import ValidationError
+from django.db import models, transaction
 from django.db.models import Sum, Value
 from django.db.models.functions import Coalesce
 
+from retention import redaction
 from retention.chain.erasure_certificate import ISSUED_IN, erasure_certificate_issue
 from retention.chain.erasure_journal import erasure_journal_write
 from retention.models import (
@@ -40,6 +43,7 @@ from retention.models import (
     ErasureState,
     EventOutcome,
     LegalHold,
+    Policy,
     Run,
     RunStatus,
 )
@@ -87,13 +91,17 @@ def _remaining(
     who = request_subject(request)
     bound = entry.get("bound") or {}
     row = row_class(name)
+    if row is None and entry.get("kind") == "rows":
+        # Its registration is gone from the code: nothing can be looked at.
+        return int(entry.get("count") or 0), 0, []
     if row is None:
         records = tracked_items(name, who).filter(within_q(bound))
         return records.count(), records.held().count(), tracked_holds_count(name, records)
     try:
         rows = within(row_items(row, who), bound)
         total = rows.count()
-    except (ValueError, TypeError):
+    except (ValueError, TypeError, ValidationError):
+        # An id the subject field cannot hold names no row (as in the scope).
         return 0, 0, []
     held_q = held_rows(name, label=row.label, tenant_field=row.tenant_field).q(row.tenant_field)
     held = 0 if held_q is None else rows.filter(held_q).count()
@@ -101,14 +109,43 @@ def _remaining(
 
 
 def _swept(last: Run | None, name: str) -> bool:
-    """Whether the request's last run swept the class to its end: it finished, and
-    neither the breaker nor a changed registration kept it from the class."""
-    if last is None or last.status != RunStatus.FINISHED:
+    """Whether the request's last run swept the class to its end: it finished with the
+    class in it, and neither the breaker, a changed registration nor a review the
+    class waits for kept its pages from it."""
+    if last is None or last.status != RunStatus.FINISHED or name not in last.data_classes:
         return False
     report = last.report if isinstance(last.report, dict) else {}
     breaker = (report.get("breaker") or {}).get(name) or {}
     rules = (report.get("rules") or {}).get(name) or {}
-    return not breaker.get("held") and not rules.get("registration_changed")
+    if breaker.get("held") or rules.get("registration_changed"):
+        return False
+    return not Policy.objects.filter(data_class=name).exclude(review_reason="").exists()
+
+
+def _unredacted(request: ErasureRequest, name: str, entry: dict[str, Any]) -> int | None:
+    """The scope's rows no hold covers whose fields with a fixed redacted value (Null,
+    Empty, Constant) do not hold it: the re-query of a redacting class. None when its
+    strategies all compute from the old value (a digest, a mask): nothing to compare."""
+    row = row_class(name)
+    if row is None:
+        return None
+    fixed: dict[str, Any] = {}
+    for field_name, strategy in row.redact.items():
+        field = row.model._meta.get_field(field_name)
+        if isinstance(field, models.Field):
+            constant, value = redaction.sql_constant(strategy, field)
+            if constant:
+                fixed[field.name] = value
+    if not fixed:
+        return None
+    try:
+        rows = within(row_items(row, request_subject(request)), entry.get("bound") or {})
+    except (ValueError, TypeError, ValidationError):
+        return 0
+    held_q = held_rows(name, label=row.label, tenant_field=row.tenant_field).q(row.tenant_field)
+    if held_q is not None:
+        rows = rows.exclude(held_q)
+    return rows.exclude(**fixed).count()
 
 
 def _class_outcome(
@@ -133,9 +170,14 @@ def _class_outcome(
         return result
     total, held, holds = _remaining(request, name, entry)
     if action == ErasureAction.REDACT:
-        left = 0 if _swept(last, name) else max(total - held - result["redacted"], 0)
+        # Not swept: nothing says its rows were redacted; swept: the re-query.
+        swept = _swept(last, name)
+        left = (_unredacted(request, name, entry) or 0) if swept else total - held
     else:
         left = total - held
+        # Gone since receipt, by this request or otherwise (retention, a
+        # reconciliation): an item already gone counts as erased.
+        result["erased"] = max(result["erased"], int(entry.get("count") or 0) - total)
     result.update(kept=_kept(holds) if held else [], left=left, verified=left == 0)
     return result
 

@@ -26,6 +26,7 @@ from retention.clock import db_now
 from retention.conf import settings
 from retention.engine.erasure_replay import erasures_replay
 from retention.models import ErasureRequest, Run
+from retention.receipts.signed_heads import AnchorError, key_id, public_key_load
 from retention.reporting import human, rfc3339
 from retention.selectors.anchors import signing_key
 from retention.selectors.erasure import (
@@ -173,6 +174,14 @@ class Command(BaseCommand):
         replay.add_argument(
             "--dry-run", action="store_true", help="Say what would be replayed; change nothing."
         )
+        replay.add_argument(
+            "--public-key",
+            action="append",
+            default=[],
+            metavar="KEY",
+            help="Trust this public key as well (entries signed before a key rotation): base64, "
+            "or the file GET /api/v1/deletions/chain/key/ serves. Repeatable.",
+        )
 
     def handle(
         self,
@@ -181,6 +190,7 @@ class Command(BaseCommand):
         json: bool = False,
         erasure_id: str | None = None,
         dry_run: bool = False,
+        public_key: list[str] | None = None,
         **options: Any,
     ) -> None:
         handlers: dict[str, Callable[..., None]] = {
@@ -189,7 +199,9 @@ class Command(BaseCommand):
             "certificate": self._certificate,
             "replay": self._replay,
         }
-        handlers[action](as_json=json, erasure_id=erasure_id, dry_run=dry_run)
+        handlers[action](
+            as_json=json, erasure_id=erasure_id, dry_run=dry_run, public_keys=public_key or []
+        )
 
     def _list(self, *, as_json: bool, **_: Any) -> None:
         now = db_now()
@@ -233,19 +245,26 @@ class Command(BaseCommand):
             )
         self.stdout.write(_dumps(request.certificate))
 
-    def _replay(self, *, dry_run: bool, **_: Any) -> None:
+    def _replay(self, *, dry_run: bool, public_keys: list[str], **_: Any) -> None:
         try:
             store = anchor_store(settings.EVIDENCE_ANCHOR)
         except ValueError as exc:
             raise CommandError(f"RETENTION_EVIDENCE_ANCHOR cannot be read: {exc}") from None
         signer = signing_key()
-        if store is None or signer is None:
+        trusted = {signer.key_id: signer.public_key} if signer is not None else {}
+        for value in public_keys:
+            try:
+                raw = public_key_load(value)
+            except AnchorError as exc:
+                raise CommandError(f"--public-key: {exc}") from None
+            trusted[key_id(raw)] = raw
+        if store is None or not trusted:
             raise CommandError(
-                "replay reads the erasure journal: set RETENTION_EVIDENCE_ANCHOR and "
-                "RETENTION_SIGNING_KEY (the key that signed it)."
+                "replay reads the erasure journal: set RETENTION_EVIDENCE_ANCHOR, and "
+                "RETENTION_SIGNING_KEY or --public-key (the key that signed it)."
             )
         try:
-            journal = journal_read(store=store, public_keys={signer.key_id: signer.public_key})
+            journal = journal_read(store=store, public_keys=trusted)
         except AnchorStoreError as exc:
             raise CommandError(f"cannot read the erasure journal: {exc}") from None
         for problem in journal.problems:
@@ -254,6 +273,12 @@ class Command(BaseCommand):
         for item in done:
             items = f", {item.items} item{'' if item.items == 1 else 's'}" if item.items else ""
             self.stdout.write(f"{item.request}: {item.action} ({item.detail}{items})")
+            for name in item.key_bound:
+                self.stderr.write(
+                    f"  {name}: its rows have no age column, so the replay bounded them by key "
+                    "only: a row of this subject written after the restore under a key handed "
+                    "out again was within reach (replay before the application writes again)."
+                )
         acted = sum(item.action in ("replayed", "would replay") for item in done)
         verb = "Would replay" if dry_run else "Replayed"
         self.stdout.write(

@@ -153,3 +153,38 @@ def test_verify_anchors__reports_a_journaled_erasure_the_database_lacks(
     out = StringIO()
     call_command("retention_verify", "--anchors", stdout=out, stderr=StringIO())
     assert "Checked 1 journaled erasure(s): all completed in this database." in out.getvalue()
+
+
+def test_replay_command__after_a_key_rotation_trusts_the_old_key_given(
+    host, anchors, now, settings
+):
+    from io import StringIO
+
+    from django.core.management import call_command
+    from django.core.management.base import CommandError
+
+    from tests.anchoring.helpers import new_key
+
+    old = configured_signer()
+    assert old is not None
+    entry = _entry_for("carl@x.test", received_at=now, classes=["idv.photo"])
+    target = Path(settings.RETENTION_EVIDENCE_ANCHOR) / journal_name(entry["request"])
+    target.parent.mkdir(parents=True)
+    target.write_text(json.dumps(entry))
+    settings.RETENTION_SIGNING_KEY = new_key()[0]
+    err = StringIO()
+
+    with pytest.raises(CommandError, match="1 journaled erasure"):
+        call_command("retention_erasure", "replay", stdout=StringIO(), stderr=err)
+    assert f"signed by key {old.key_id}, which is not a trusted key" in err.getvalue()
+
+    out = StringIO()
+    call_command(
+        "retention_erasure",
+        "replay",
+        "--public-key",
+        old.public_key_b64,
+        stdout=out,
+        stderr=StringIO(),
+    )
+    assert f"{entry['request']}: replayed" in out.getvalue()

@@ -35,6 +35,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from django.db.models import Q
+
 from retention.anchoring.signing import Signer
 from retention.anchoring.stores import AnchorExists, AnchorStore, AnchorStoreError, anchor_store
 from retention.conf import settings
@@ -49,8 +51,16 @@ FORMAT = "lethe-erasure-journal-v1"
 JOURNAL_DIR = "erasures"
 
 
-def journal_name(request_id: Any) -> str:
-    return f"{JOURNAL_DIR}/{request_id}.json"
+# A request partially completed (holds keep some of it) has erased the rest:
+# its entry is written then too, under a name of its own, and the completed
+# one follows when the holds are released.
+PARTIAL = ErasureState.PARTIALLY_COMPLETED
+JOURNALED = (ErasureState.COMPLETED, PARTIAL)
+PARTIAL_KEY = "journaled_partial"
+
+
+def journal_name(request_id: Any, *, partial: bool = False) -> str:
+    return f"{JOURNAL_DIR}/{request_id}{'.partial' if partial else ''}.json"
 
 
 def _z(value: datetime | None) -> str | None:
@@ -74,9 +84,11 @@ def journal_entry(request: ErasureRequest, signer: Signer) -> dict[str, Any]:
         "subject_digest": request.subject_digest,
         "tenant_id": request.tenant_id,
         "data_classes": sorted(plan),
+        "state": str(request.state),
         "received_at": _z(request.received_at),
         "approved_at": _z(request.approved_at),
         "completed_at": _z(request.completed_at),
+        "settled_at": (request.outcome or {}).get("settled_at"),
         "bounds": {name: entry.get("bound") or {} for name, entry in sorted(plan.items())},
         "counts": {
             name: {
@@ -120,28 +132,46 @@ def journal_read(*, store: AnchorStore, public_keys: dict[str, bytes]) -> Journa
         if wrong is not None:
             problems.append(f"{name}: {wrong}")
             continue
-        if name != journal_name(entry.get("request")):
+        partial = entry.get("state") == PARTIAL
+        if name != journal_name(entry.get("request"), partial=partial):
             problems.append(f"{name}: names request {entry.get('request')}, not its own")
             continue
         entries.append(entry)
-    return JournalRead(entries, problems)
+    return JournalRead(_latest(entries), problems)
+
+
+def _latest(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One entry per request: the completed one when there is one."""
+    kept: dict[str, dict[str, Any]] = {}
+    for entry in entries:
+        request = str(entry["request"])
+        if request not in kept or entry.get("state") != PARTIAL:
+            kept[request] = entry
+    return list(kept.values())
+
+
+def journal_known(entry: dict[str, Any], state: str | None) -> bool:
+    """Whether a database holding the entry's request in ``state`` (None: not at all)
+    knows what the entry records: completed, or partially completed as far as it."""
+    if entry.get("state") == PARTIAL:
+        return state in JOURNALED
+    return state == ErasureState.COMPLETED
 
 
 def journal_gaps(read: JournalRead) -> list[str]:
-    """The journaled erasures this database does not know as completed (a restore
-    brought their data back): one line each, saying what to run."""
+    """The journaled erasures this database does not know as far as the journal does (a
+    restore brought their data back): one line each, saying what to run."""
     ids = [str(entry["request"]) for entry in read.entries]
-    completed = {
-        str(pk)
-        for pk in ErasureRequest.objects.filter(
-            pk__in=ids, state=ErasureState.COMPLETED
-        ).values_list("pk", flat=True)
+    states = {
+        str(pk): state
+        for pk, state in ErasureRequest.objects.filter(pk__in=ids).values_list("pk", "state")
     }
     return [
-        f"journaled erasure {entry['request']} (completed {entry.get('completed_at')}) is not "
-        "completed in this database: run `manage.py retention_erasure replay`"
+        f"journaled erasure {entry['request']} ({str(entry.get('state')).replace('_', ' ')} "
+        f"{entry.get('completed_at') or entry.get('settled_at')}) is not known so far in this "
+        "database: run `manage.py retention_erasure replay`"
         for entry in read.entries
-        if str(entry["request"]) not in completed
+        if not journal_known(entry, states.get(str(entry["request"])))
     ]
 
 
@@ -152,12 +182,16 @@ def erasure_journal_write(
     store: AnchorStore | None = None,
     signer: Signer | None = None,
 ) -> bool:
-    """Write a completed request's entry, then forget its subject id; never raises.
+    """Write a completed request's entry, then forget its subject id; a partially
+    completed one's, keeping the id (it resumes by it). Never raises.
 
     True once the journal holds it (written now, or found there already).
     Without anchoring configured nothing is written and the id is kept.
     """
-    if request.state != ErasureState.COMPLETED or request.journaled_at is not None:
+    partial = request.state == PARTIAL
+    if partial and (request.outcome or {}).get(PARTIAL_KEY):
+        return True
+    if request.state not in JOURNALED or request.journaled_at is not None:
         return request.journaled_at is not None
     if store is None and signer is None and not anchoring_on():
         return False
@@ -169,10 +203,15 @@ def erasure_journal_write(
         body = json.dumps(journal_entry(request, signer), sort_keys=True).encode()
         # There already: written by an earlier attempt whose database update was lost.
         with contextlib.suppress(AnchorExists):
-            store.put(journal_name(request.pk), body)
+            store.put(journal_name(request.pk, partial=partial), body)
     except (AnchorError, AnchorStoreError, ValueError) as exc:
         logger.error("erasure request %s not journaled: %s; the watchdog retries", request.pk, exc)
         return False
+    if partial:
+        outcome = {**(request.outcome or {}), PARTIAL_KEY: now.isoformat()}
+        ErasureRequest.objects.filter(pk=request.pk, state=PARTIAL).update(outcome=outcome)
+        request.outcome = outcome
+        return True
     ErasureRequest.objects.filter(pk=request.pk).update(journaled_at=now, subject_id="")
     request.journaled_at, request.subject_id = now, ""
     logger.info("erasure request %s journaled in %s", request.pk, store.description)
@@ -180,10 +219,11 @@ def erasure_journal_write(
 
 
 def erasure_journals_write(*, now: datetime) -> int:
-    """The watchdog: journal completed requests whose entry could not be written then."""
+    """The watchdog: journal the requests whose entry could not be written then."""
     if not anchoring_on():
         return 0
     pending = ErasureRequest.objects.filter(
-        state=ErasureState.COMPLETED, journaled_at__isnull=True
-    ).order_by("completed_at")
+        Q(state=ErasureState.COMPLETED, journaled_at__isnull=True)
+        | (Q(state=PARTIAL) & ~Q(outcome__has_key=PARTIAL_KEY))
+    ).order_by("received_at")
     return sum(erasure_journal_write(request, now=now) for request in pending)

@@ -23,6 +23,7 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.utils.dateparse import parse_datetime
 
+from retention.chain.erasure_journal import journal_known
 from retention.conf import settings
 from retention.digest import subject_digest
 from retention.engine.erasure import erasure_start
@@ -41,7 +42,9 @@ class Replayed:
     """What the replay did with one journal entry."""
 
     request: str
-    action: str  # "completed already", "would replay", "replayed", "not replayed"
+    # "completed already", "partially completed already", "would replay", "replayed",
+    # "not replayed"
+    action: str
     detail: str
     items: int = 0
     run: Run | None = None
@@ -106,8 +109,13 @@ def erasures_replay(
     for entry in sorted(entries, key=lambda e: str(e.get("completed_at"))):
         request_id = str(entry.get("request"))
         known = ErasureRequest.objects.filter(pk=request_id).first()
-        if known is not None and known.state == ErasureState.COMPLETED:
-            done.append(Replayed(request_id, "completed already", "the database knows it"))
+        if journal_known(entry, known.state if known is not None else None):
+            assert known is not None
+            done.append(
+                Replayed(
+                    request_id, f"{known.state.replace('_', ' ')} already", "the database knows it"
+                )
+            )
             continue
         if dry_run:
             items = known.scope.get("total", 0) if known is not None else _scope(entry)[1]["total"]

@@ -35,7 +35,7 @@ from django.db.models.functions import Coalesce
 
 from retention import redaction
 from retention.chain.erasure_certificate import ISSUED_IN, erasure_certificate_issue
-from retention.chain.erasure_journal import erasure_journal_write
+from retention.chain.erasure_journal import PARTIAL_KEY, erasure_journal_write
 from retention.models import (
     DeletionEvent,
     ErasureAction,
@@ -214,7 +214,9 @@ def erasure_settle(*, request: ErasureRequest, now: datetime) -> ErasureRequest:
         planned = erasure_plan(request)
         left = sum(c["left"] for name, c in classes.items() if name in planned)
         kept = sum(len(c["kept"]) for name, c in classes.items() if name in planned)
-        request.outcome = {"classes": classes, "settled_at": now.isoformat()}
+        # Kept across settlings: the partial journal entry is written once.
+        journaled = {k: v for k, v in (request.outcome or {}).items() if k == PARTIAL_KEY}
+        request.outcome = {"classes": classes, "settled_at": now.isoformat(), **journaled}
         fields = ["outcome", "state"]
         if left:
             request.state = ErasureState.EXECUTING
@@ -228,7 +230,7 @@ def erasure_settle(*, request: ErasureRequest, now: datetime) -> ErasureRequest:
             request.certificate = _certificate(request, now)
             fields.append("certificate")
         request.save(update_fields=fields)
-        if request.state == ErasureState.COMPLETED:
+        if request.state in ISSUED_IN:
             # Outside the database, once this is committed (never before: a
             # rolled-back completion must not be in the journal).
             transaction.on_commit(partial(erasure_journal_write, request, now=now), robust=True)

@@ -188,3 +188,38 @@ def test_replay_command__after_a_key_rotation_trusts_the_old_key_given(
         stderr=StringIO(),
     )
     assert f"{entry['request']}: replayed" in out.getvalue()
+
+
+def test_journal__a_partially_completed_request_is_journaled_then_completed(
+    host, approved, anchors, author, now, django_capture_on_commit_callbacks
+):
+    from retention import api
+
+    hold = api.place_hold(reason="Litigation", placed_by=author, record=host["photos"][0], now=now)
+    request = approved()
+    with django_capture_on_commit_callbacks(execute=True):
+        erasures_execute(clock=lambda: now + timedelta(minutes=5))
+
+    request.refresh_from_db()
+    assert request.state == ErasureState.PARTIALLY_COMPLETED
+    assert anchors.names(JOURNAL_DIR) == [journal_name(request.pk, partial=True)]
+    (partial,) = journal_read(store=anchors, public_keys=_trusted()).entries
+    assert (partial["state"], partial["counts"]["idv.photo"]["erased"]) == (
+        "partially_completed",
+        3,
+    )
+    # It resumes by the subject's id: the database keeps it until it completes.
+    assert request.subject_id == "ann@x.test"
+
+    api.release_hold(hold, released_by=author, reason="settled", now=now + timedelta(days=1))
+    with django_capture_on_commit_callbacks(execute=True):
+        erasures_execute(clock=lambda: now + timedelta(days=1, minutes=1))
+
+    read = journal_read(store=anchors, public_keys=_trusted())
+    assert sorted(anchors.names(JOURNAL_DIR)) == sorted(
+        [journal_name(request.pk), journal_name(request.pk, partial=True)]
+    )
+    (entry,) = read.entries  # the completed one stands for the request
+    assert entry["state"] == "completed"
+    request.refresh_from_db()
+    assert request.subject_id == ""

@@ -204,6 +204,10 @@ class RecordQuerySet(models.QuerySet["RetentionRecord"]):
         """
         return self.filter(deleted_at__isnull=True, retryable=True)
 
+    def failed_for_review(self) -> RecordQuerySet:
+        """Given up on after their attempts: a person must look at them."""
+        return self.filter(state=RecordState.FAILED, retryable=False)
+
     def claimable(self, *, cutoff: datetime, now: datetime) -> RecordQuerySet:
         """Rows a claim may take now: expired, and free or with a dead lease."""
         return (

@@ -10,6 +10,7 @@ if a newer one appeared meanwhile), disabling through ``enforcement_disable``.
 
 from __future__ import annotations
 
+import uuid
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -17,7 +18,7 @@ from django.contrib import messages
 from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
 from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
-from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
 from django.urls import reverse
@@ -50,6 +51,15 @@ def _page(
     )
 
 
+def _posted_run(request: HttpRequest) -> Run:
+    """The dry run the page showed (a hidden field), or 404."""
+    try:
+        run_id = uuid.UUID(request.POST.get("run", ""))
+    except ValueError:
+        raise Http404("No such dry run.") from None
+    return get_object_or_404(Run, pk=run_id)
+
+
 def enable_view(
     model_admin: ModelAdmin[Policy], request: HttpRequest, object_id: str
 ) -> HttpResponse:
@@ -61,7 +71,7 @@ def enable_view(
         model_admin.message_user(request, f"{policy.data_class} is already enforced.")
         return HttpResponseRedirect(_change_url(policy))
     if request.method == "POST" and request.POST.get("post") == "yes":
-        run = get_object_or_404(Run, pk=request.POST.get("run", ""))
+        run = _posted_run(request)
         done = report_refusal(
             model_admin,
             request,

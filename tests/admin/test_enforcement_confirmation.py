@@ -112,6 +112,11 @@ def test_enable_page__without_a_recent_dry_run_says_how_to_get_one_and_offers_no
     assert "retention-confirm-enable" not in html
 
 
+def test_enable_page__a_forged_run_id_is_a_404(photos, bob_client):
+    assert bob_client.post(_enable_url(), {"run": "nope", "post": "yes"}).status_code == 404
+    assert _policy().mode == DataClassMode.REPORT_ONLY
+
+
 def test_enable_page__approvers_only(photos, alice_client, now):
     run = dry_run(now=now - timedelta(hours=1))
 

@@ -89,6 +89,7 @@ __all__ = [
     "registered",
     "registration",
     "reject_erasure",
+    "reject_policy_version",
     "release_hold",
     "renew",
     "request_erasure",
@@ -179,6 +180,14 @@ def approve_policy_version(
         now=_now(now),
         confirm_disposition_change=confirm_disposition_change,
     )
+
+
+def reject_policy_version(
+    version: PolicyVersion, *, by: AbstractBaseUser, reason: str, now: datetime | None = None
+) -> PolicyVersion:
+    """Turn a submitted version down with a reason: it goes back to its author as a
+    draft (approvers only, never its author)."""
+    return services.policy_version_reject(version=version, by=by, reason=reason, now=_now(now))
 
 
 def enable_enforcement(

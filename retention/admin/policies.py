@@ -7,26 +7,25 @@ enforced there, and a refusal comes back as a message on the page.
 from __future__ import annotations
 
 from datetime import timedelta
-from functools import partial
 from typing import TYPE_CHECKING, Any, TypedDict
 
 from django import forms
 from django.contrib import admin
 from django.db.models import Count, Q, QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
 from django.urls import URLPattern, path, reverse
-from django.utils import timezone
 from django.utils.html import format_html
 
-from retention import services
-from retention.admin.base import (
-    ChangeContextMixin,
-    ObjectReadOnlyMixin,
-    acting_user,
-    report_refusal,
+from retention.admin.base import ChangeContextMixin, ObjectReadOnlyMixin
+from retention.admin.enforcement import (
+    DISABLE_PERMISSION,
+    disable_confirmation,
+    disable_view,
+    enable_view,
 )
 from retention.durations import HumanDurationField, format_duration
 from retention.models import (
+    DataClassMode,
     Disposition,
     Policy,
     PolicyVersion,
@@ -43,6 +42,7 @@ from retention.selectors.policies import (
 )
 from retention.selectors.runs import dry_run_latest
 from retention.selectors.version_changes import class_registration_drift
+from retention.services.policies import APPROVE_PERMISSION
 
 if TYPE_CHECKING:
     from django_stubs_ext import WithAnnotations
@@ -236,18 +236,11 @@ class PolicyAdmin(ObjectReadOnlyMixin[Policy], ChangeContextMixin[Policy]):
     def waiting_for_approval(self, obj: WithAnnotations[Policy, _Waiting]) -> int:
         return obj.waiting  # annotated by get_queryset
 
-    @admin.action(permissions=["change"], description="Back to report-only (stop deleting)")
-    def back_to_report_only(self, request: HttpRequest, queryset: QuerySet[Policy]) -> None:
-        now = timezone.now()
-        by = acting_user(request)
-        for policy in queryset:
-            done = report_refusal(
-                self,
-                request,
-                partial(services.enforcement_disable, data_class=policy.data_class, by=by, now=now),
-            )
-            if done is not None:
-                self.message_user(request, f"{policy.data_class} is report-only again.")
+    @admin.action(permissions=["change"], description="Back to report-only (stop deleting)…")
+    def back_to_report_only(
+        self, request: HttpRequest, queryset: QuerySet[Policy]
+    ) -> HttpResponse | None:
+        return disable_confirmation(self, request, queryset, action="back_to_report_only")
 
     def get_urls(self) -> list[URLPattern]:
         from retention.admin.dashboard import dashboard_view
@@ -268,6 +261,22 @@ class PolicyAdmin(ObjectReadOnlyMixin[Policy], ChangeContextMixin[Policy]):
                 name="retention_policy_datamap",
             )
         )
+        urls += [
+            path(
+                "<path:object_id>/enable/",
+                self.admin_site.admin_view(
+                    lambda request, object_id: enable_view(self, request, object_id)
+                ),
+                name="retention_policy_enable",
+            ),
+            path(
+                "<path:object_id>/disable/",
+                self.admin_site.admin_view(
+                    lambda request, object_id: disable_view(self, request, object_id)
+                ),
+                name="retention_policy_disable",
+            ),
+        ]
         return urls + super().get_urls()
 
     def change_context(self, request: HttpRequest, policy: Policy) -> dict[str, Any]:
@@ -275,4 +284,8 @@ class PolicyAdmin(ObjectReadOnlyMixin[Policy], ChangeContextMixin[Policy]):
             "latest_dry_run": dry_run_latest(data_class=policy.data_class),
             "can_draft": request.user.has_perm("retention.add_policyversion"),
             "registration_drift": class_registration_drift(policy),
+            "can_enable": policy.mode != DataClassMode.ENFORCE
+            and request.user.has_perm(APPROVE_PERMISSION),
+            "can_disable": policy.mode == DataClassMode.ENFORCE
+            and request.user.has_perm(DISABLE_PERMISSION),
         }

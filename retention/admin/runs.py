@@ -6,7 +6,7 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from django.contrib import admin, messages
+from django.contrib import admin
 from django.contrib.admin import DateFieldListFilter
 from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
@@ -18,14 +18,11 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from django.utils.html import format_html
 
-from retention import services
 from retention.admin.base import (
     CsvExportMixin,
     ReadOnlyAdmin,
     RunDataClassFilter,
     RunIdFilter,
-    acting_user,
-    report_refusal,
 )
 from retention.conf import settings
 from retention.models import (
@@ -43,7 +40,6 @@ from retention.rows.registry import row_class
 from retention.selectors.policies import version_in_force
 from retention.selectors.run_rules import run_rules
 from retention.selectors.runs import dry_run_reviewable
-from retention.services import governance
 from retention.services.policies import APPROVE_PERMISSION
 
 
@@ -127,11 +123,6 @@ class RunAdmin(CsvExportMixin[Run], ReadOnlyAdmin[Run]):
                 self.admin_site.admin_view(self.report_view),
                 name="retention_run_report",
             ),
-            path(
-                "<path:object_id>/enforcement/",
-                self.admin_site.admin_view(self.enforcement_view),
-                name="retention_run_enforcement",
-            ),
             *super().get_urls(),
         ]
 
@@ -166,6 +157,7 @@ class RunAdmin(CsvExportMixin[Run], ReadOnlyAdmin[Run]):
             sections.append(
                 {
                     "name": name,
+                    "policy": policy,
                     **wording,
                     "eligible": data.get("eligible", 0),
                     "held": data.get("held", 0),
@@ -223,53 +215,6 @@ class RunAdmin(CsvExportMixin[Run], ReadOnlyAdmin[Run]):
             "opts": self.model._meta,
         }
         return TemplateResponse(request, "admin/retention/run/reconcile_report.html", context)
-
-    def enforcement_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
-        """POST ``data_class`` and ``mode`` (enforce | report_only) from the report."""
-        if request.method != "POST":
-            raise PermissionDenied
-        run = get_object_or_404(Run, pk=object_id)
-        data_class = request.POST.get("data_class", "")
-        mode = request.POST.get("mode", "")
-        now = timezone.now()
-        back = HttpResponseRedirect(reverse("admin:retention_run_report", args=[run.pk]))
-        if mode == DataClassMode.ENFORCE:
-            if not request.user.has_perm(APPROVE_PERMISSION):
-                raise PermissionDenied
-            done = report_refusal(
-                self,
-                request,
-                lambda: governance.enforcement_enable_from_dry_run(
-                    run=run, data_class=data_class, by=acting_user(request), now=now
-                ),
-            )
-            if done is not None:
-                policy = Policy.objects.filter(data_class=data_class).first()
-                wording = _wording(data_class, {}, policy)
-                self.message_user(
-                    request,
-                    f"Enforcement enabled for {data_class}: the next enforcing run "
-                    f"{wording['does']} its expired {wording['noun']}. You are recorded as the "
-                    "reviewer of this dry run.",
-                    messages.SUCCESS,
-                )
-        elif mode == DataClassMode.REPORT_ONLY:
-            if not request.user.has_perm("retention.change_policy"):
-                raise PermissionDenied
-            done = report_refusal(
-                self,
-                request,
-                lambda: services.enforcement_disable(
-                    data_class=data_class, by=acting_user(request), now=now
-                ),
-            )
-            if done is not None:
-                self.message_user(
-                    request, f"{data_class} is report-only again: nothing is deleted."
-                )
-        else:
-            self.message_user(request, "Unknown mode.", messages.ERROR)
-        return back
 
 
 def _parse(value: object) -> object:

@@ -30,6 +30,7 @@ from retention.admin.base import (
 )
 from retention.admin.policies import LIFECYCLE_FIELDS, RULE_FORM_FIELDS, DraftForm, VersionRulesForm
 from retention.admin.version_registration import changes_context
+from retention.admin.version_reject import reject_view
 from retention.durations import format_duration
 from retention.exceptions import RetentionError
 from retention.models import PolicyVersion, PolicyVersionStatus
@@ -214,6 +215,9 @@ class PolicyVersionAdmin(ChangeContextMixin[PolicyVersion]):
             and super().has_change_permission(request),
             "can_review": submitted,
             "can_approve": submitted and self.has_approve_permission(request),
+            "can_reject": submitted
+            and self.has_approve_permission(request)
+            and version.author_id != request.user.pk,
             "can_retire": version.status
             in (
                 PolicyVersionStatus.DRAFT,
@@ -298,6 +302,11 @@ class PolicyVersionAdmin(ChangeContextMixin[PolicyVersion]):
                 "<path:object_id>/approve/",
                 view(self.approve_view),
                 name="retention_policyversion_approve",
+            ),
+            path(
+                "<path:object_id>/reject/",
+                view(lambda request, object_id: reject_view(self, request, object_id)),
+                name="retention_policyversion_reject",
             ),
         ]
         return urls + super().get_urls()

@@ -140,6 +140,14 @@ class PolicyVersion(models.Model):
     )
     approved_at = models.DateTimeField(null=True, blank=True)
     superseded_at = models.DateTimeField(null=True, blank=True)
+    # The last time an approver turned the version down: it went back to its
+    # author as a draft, with the reason the author reads. Kept after a
+    # re-submission, so the next approver sees what was asked for.
+    rejected_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    rejected_at = models.DateTimeField(null=True, blank=True)
+    rejection_reason = models.TextField(blank=True, default="", db_default="")
 
     class Meta:
         ordering = ["policy", "-number"]
@@ -157,6 +165,15 @@ class PolicyVersion(models.Model):
             models.CheckConstraint(
                 condition=Q(approver__isnull=True) | ~Q(approver=models.F("author")),
                 name="retention_pv_four_eyes",
+            ),
+            models.CheckConstraint(
+                condition=Q(rejected_by__isnull=True)
+                | (
+                    ~Q(rejected_by=models.F("author"))
+                    & Q(rejected_at__isnull=False)
+                    & ~Q(rejection_reason="")
+                ),
+                name="retention_pv_rejected_with_reason",
             ),
             models.CheckConstraint(
                 condition=~Q(status=PolicyVersionStatus.APPROVED)

@@ -204,6 +204,14 @@ class RecordQuerySet(models.QuerySet["RetentionRecord"]):
         """
         return self.filter(deleted_at__isnull=True, retryable=True)
 
+    def failed_for_review(self) -> RecordQuerySet:
+        """Given up on after their attempts: a person must look at them.
+
+        ``deleted_at`` is null for every failed row (a constraint); saying so
+        lets the planner use the small ``retention_record_for_review`` index.
+        """
+        return self.filter(state=RecordState.FAILED, retryable=False, deleted_at__isnull=True)
+
     def claimable(self, *, cutoff: datetime, now: datetime) -> RecordQuerySet:
         """Rows a claim may take now: expired, and free or with a dead lease."""
         return (
@@ -310,6 +318,14 @@ class RetentionRecord(models.Model):
                 fields=["reappeared_at"],
                 condition=Q(reappeared_at__isnull=False, deleted_at__isnull=True),
                 name="retention_record_reappeared",
+            ),
+            # The inbox's records failed for review (and missing ones): few rows.
+            # Its predicate names only columns the due index's does, so a
+            # claim's update stays off the indexes as before.
+            models.Index(
+                fields=["data_class"],
+                condition=Q(retryable=False, deleted_at__isnull=True),
+                name="retention_record_for_review",
             ),
             # An erasure request finds a subject's records; only records with a subject.
             models.Index(

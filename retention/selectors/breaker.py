@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from django.db.models import QuerySet
+
 from retention.conf import settings
 from retention.models import (
     BreakerState,
@@ -109,15 +111,17 @@ def median_daily(days: list[int]) -> float:
     return float(statistics.median(days)) if days else 0.0
 
 
+def breaker_trips_open() -> QuerySet[BreakerTrip]:
+    """Trips holding their class (tripped, not released), the newest first; none while
+    the breaker is off."""
+    if not breaker_enabled():
+        return BreakerTrip.objects.none()
+    return BreakerTrip.objects.filter(state=BreakerState.TRIPPED).order_by("-tripped_at", "-pk")
+
+
 def breaker_trip_open(data_class: str) -> BreakerTrip | None:
     """The trip holding the class (tripped, not released); None while the breaker is off."""
-    if not breaker_enabled():
-        return None
-    return (
-        BreakerTrip.objects.filter(data_class=data_class, state=BreakerState.TRIPPED)
-        .order_by("-tripped_at", "-pk")
-        .first()
-    )
+    return breaker_trips_open().filter(data_class=data_class).first()
 
 
 def breaker_release_waiting(data_class: str) -> BreakerTrip | None:

@@ -16,6 +16,7 @@ from retention.services.policies import (
     policy_version_approve,
     policy_version_in_force,
     policy_version_propose,
+    policy_version_reject,
     policy_version_retire,
     policy_version_submit,
 )
@@ -38,6 +39,7 @@ __all__ = [
     "policy_version_approve",
     "policy_version_in_force",
     "policy_version_propose",
+    "policy_version_reject",
     "policy_version_retire",
     "policy_version_submit",
     "record_failures_retry",

@@ -302,6 +302,40 @@ def policy_version_approve(
     return version
 
 
+def policy_version_reject(
+    *, version: PolicyVersion, by: AbstractBaseUser, reason: str, now: datetime
+) -> PolicyVersion:
+    """Turn a submitted version down: it goes back to its author as a draft, with the
+    reason, for the author to change and submit again (or retire).
+
+    Approvers only, and never the version's author (four-eyes): an author who
+    wants their version back retires it.
+    """
+    if not by.has_perm(APPROVE_PERMISSION):  # type: ignore[attr-defined]
+        raise NotAllowed(f"{by} may not reject policy versions: approvers only.")
+    reason = (reason or "").strip()
+    if not reason:
+        raise NotAllowed("Rejecting a version needs a reason: its author reads it.")
+    with transaction.atomic():
+        version = PolicyVersion.objects.select_for_update().get(pk=version.pk)
+        if version.status != PolicyVersionStatus.SUBMITTED:
+            raise InvalidTransition(
+                f"{version} cannot be rejected: only a submitted version can "
+                f"(it is {version.status})."
+            )
+        if version.author_id == by.pk:
+            raise FourEyesViolation(
+                f"{by} wrote {version} and cannot also review it: a second person must; "
+                "retire it to withdraw it."
+            )
+        version.status = PolicyVersionStatus.DRAFT
+        version.rejected_by = by  # type: ignore[assignment]
+        version.rejected_at = now
+        version.rejection_reason = reason
+        version.save(update_fields=["status", "rejected_by", "rejected_at", "rejection_reason"])
+    return version
+
+
 def policy_version_retire(
     *, version: PolicyVersion, by: AbstractBaseUser, now: datetime
 ) -> PolicyVersion:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django import template
 from django.template import Context
 
 from retention.durations import approximate_duration, format_duration
+from retention.reporting import human
 from retention.selectors.control import kill_switch_engaged
 
 register = template.Library()
@@ -46,3 +47,9 @@ def rule_value(value: object) -> str:
     if value is None or value == "":
         return "—"
     return str(value)
+
+
+@register.filter
+def human_instant(value: datetime | None) -> str:
+    """An instant to the minute with its zone ("2026-12-03 08:02 UTC"), or a dash."""
+    return "—" if value is None else human(value)

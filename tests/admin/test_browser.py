@@ -167,7 +167,11 @@ def test_browser__draft_approve_dry_run_enable_enforcement_and_dashboard(
     assert "Would delete 3" in bob.inner_text(".retention-class[data-class='idv.photo']")
     bob.screenshot(path=str(OUTPUT / "admin-dry-run-report.png"), full_page=True)
     _docs_shot(bob, "dry-run-report")
-    bob.click("button[data-enable='idv.photo']")
+    bob.click("a[data-enable='idv.photo']")
+    # The confirmation says what the next run will do, from this dry run's counts.
+    assert "Delete: 3 expired records" in bob.inner_text(".retention-outlook")
+    _docs_shot(bob, "enable-confirmation")
+    bob.click("#retention-confirm-enable")
     assert "Enforcement enabled for idv.photo" in _messages(bob)
     _docs_shot(bob, "enforcement-enabled")
     policy = Policy.objects.get(data_class="idv.photo")

@@ -292,10 +292,15 @@ def test_policy_list__back_to_report_only_action(author, approver, bob_client, n
     policy = Policy.objects.get()
     Policy.objects.filter(pk=policy.pk).update(mode="enforce")
 
-    bob_client.post(
-        reverse("admin:retention_policy_changelist"),
-        {"action": "back_to_report_only", "_selected_action": [policy.pk]},
-    )
+    changelist = reverse("admin:retention_policy_changelist")
+    selected = {"action": "back_to_report_only", "_selected_action": [policy.pk]}
+
+    confirmation = bob_client.post(changelist, selected)
+    policy.refresh_from_db()
+    assert policy.mode == "enforce"  # nothing changes before the confirmation
+    assert "no run deletes or redacts anything" in confirmation.content.decode()
+
+    bob_client.post(changelist, {**selected, "post": "yes"})
 
     policy.refresh_from_db()
     assert policy.mode == "report_only"

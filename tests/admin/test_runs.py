@@ -30,9 +30,12 @@ def _report(run: Run) -> str:
 
 
 def _enforcement(client, run: Run, mode: str = "enforce", data_class: str = "idv.photo"):
+    """Confirm on the class's enable (or disable) page, with the dry run it showed."""
+    policy = Policy.objects.get(data_class=data_class)
+    page = "enable" if mode == "enforce" else "disable"
     return client.post(
-        reverse("admin:retention_run_enforcement", args=[run.pk]),
-        {"data_class": data_class, "mode": mode},
+        reverse(f"admin:retention_policy_{page}", args=[policy.pk]),
+        {"run": run.pk, "post": "yes"},
         follow=True,
     )
 

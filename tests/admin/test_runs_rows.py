@@ -94,16 +94,16 @@ def test_enable_enforcement__a_redacting_row_class_says_it_redacts_rows(
 ):
     run = _dry_run(now - timedelta(hours=1))
 
-    response = bob_client.post(
-        reverse("admin:retention_run_enforcement", args=[run.pk]),
-        {"data_class": "accounts.redact", "mode": "enforce"},
-        follow=True,
-    )
-    logs = bob_client.post(
-        reverse("admin:retention_run_enforcement", args=[run.pk]),
-        {"data_class": "logs.request", "mode": "enforce"},
-        follow=True,
-    )
+    def enable(data_class: str) -> Any:
+        policy = Policy.objects.get(data_class=data_class)
+        return bob_client.post(
+            reverse("admin:retention_policy_enable", args=[policy.pk]),
+            {"run": run.pk, "post": "yes"},
+            follow=True,
+        )
+
+    response = enable("accounts.redact")
+    logs = enable("logs.request")
 
     assert Policy.objects.get(data_class="accounts.redact").mode == DataClassMode.ENFORCE
     said = " ".join(messages_of(response))

@@ -2,16 +2,19 @@
 
 Each class answers 401 with a stable ``code`` when the credentials are
 present but wrong, and lets DRF answer 401 ``not_authenticated`` when they
-are absent. Key ids are logged, never secrets or keys.
+are absent (a tenant view says then which scheme it expects:
+``no_key_detail``). Key ids are logged, never secrets or keys.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import dataclass
 from datetime import datetime
 from typing import ClassVar
 
+from django.conf import settings as django_settings
 from django.utils import timezone
 from rest_framework.authentication import BaseAuthentication
 from rest_framework.exceptions import AuthenticationFailed
@@ -75,6 +78,29 @@ class TenantAPIKeyAuthentication(BaseAuthentication):
 
     def authenticate_header(self, request: Request) -> str:
         return self.keyword
+
+
+EXPECTED_SCHEME = "tenant endpoints expect `Authorization: Api-Key <key>`"
+# An HTTP auth scheme is a token; anything else is not echoed back.
+_SCHEME = re.compile(r"[A-Za-z0-9!#$%&'*+.^_`|~-]{1,40}")
+
+
+def no_key_detail(request: Request) -> str:
+    """Why a tenant request carried no API key, naming the scheme it should use.
+
+    Never echoes a credential: of the Authorization header only its scheme,
+    and only when it looks like one.
+    """
+    if getattr(django_settings, "API_KEY_CUSTOM_HEADER", None) is not None:
+        return "No API key was provided in the header the operator configured."
+    header = request.META.get("HTTP_AUTHORIZATION", "")
+    if not header.strip():
+        return f"No credentials were provided: {EXPECTED_SCHEME}."
+    scheme, _, key = header.strip().partition(" ")
+    if scheme.lower() == TenantAPIKeyAuthentication.keyword.lower() and not key.strip():
+        return f"The Authorization header holds no key: {EXPECTED_SCHEME}."
+    named = f"the {scheme} scheme" if _SCHEME.fullmatch(scheme) else "another scheme"
+    return f"The Authorization header uses {named}; {EXPECTED_SCHEME}."
 
 
 @dataclass(frozen=True, slots=True)

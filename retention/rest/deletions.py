@@ -60,6 +60,7 @@ CSV_HEADER = (
     "leaf_index",
     "kind",
     "row_count",
+    "evidence",
 )
 assert len(CSV_HEADER) == len(RECEIPT_FIELDS)
 
@@ -110,17 +111,25 @@ class DeletionListApi(CSVStreamMixin, TenantApiView):
         run_id = serializers.UUIDField(allow_null=True)
         data_class = serializers.CharField()
         policy = serializers.SerializerMethodField()
-        disposition = serializers.ChoiceField(choices=Disposition.choices)
+        disposition = serializers.ChoiceField(
+            choices=Disposition.choices,
+            help_text="What the policy version does at the deadline: `delete`, or `redact` "
+            "(rows of a registered model kept with their personal fields replaced).",
+        )
         outcome = serializers.ChoiceField(
             choices=[c for c in EventOutcome.choices if c[0] in RECEIPT_OUTCOMES],
             help_text=(
                 "`deleted`; `already_absent` when the object was gone already at deletion; "
-                "`missing`: not found at deletion time (reconciliation found it gone before "
-                "any deletion run), never a deletion."
+                "`redacted`: the row is kept, its personal fields replaced (disposition "
+                "`redact`), never a deletion; `missing`: not found at deletion time "
+                "(reconciliation found it gone before any deletion run), never a deletion."
             ),
         )
         expired_at = serializers.DateTimeField(source="expires_at")
-        deleted_at = serializers.DateTimeField(source="occurred_at")
+        deleted_at = serializers.DateTimeField(
+            source="occurred_at",
+            help_text="When it was deleted, found absent or redacted (the event's time).",
+        )
         key_digest = serializers.CharField(
             help_text="HMAC-SHA256 of the object key, keyed by the operator; never the key."
         )
@@ -154,7 +163,8 @@ class DeletionListApi(CSVStreamMixin, TenantApiView):
     @extend_schema(
         operation_id="deletions_list",
         summary="Your deletion receipts",
-        description="Receipts of your objects that are gone, in the order they were recorded, "
+        description="Receipts of your objects and rows that are gone, and of your rows that "
+        "were redacted (`outcome` `redacted`), in the order they were recorded, "
         "cursor-paginated. `?format=csv` (or `Accept: text/csv`) streams every matching "
         "receipt as CSV, by deletion time; with `cursor` or `page_size`, one page of them, "
         "as the JSON page, its links in a `Link` header.",
@@ -225,8 +235,14 @@ class DataClassReportSerializer(serializers.Serializer[Any]):
     data_class = serializers.CharField()
     deleted = serializers.IntegerField()
     already_absent = serializers.IntegerField()
-    on_time = serializers.IntegerField(help_text="Receipts within the promise after expiry.")
-    late = serializers.IntegerField(help_text="Receipts later than the promise.")
+    redacted = serializers.IntegerField(
+        help_text="Rows redacted (disposition `redact`): kept, their personal fields "
+        "replaced; not counted as deleted."
+    )
+    on_time = serializers.IntegerField(
+        help_text="Deleted, already absent or redacted within the promise after expiry."
+    )
+    late = serializers.IntegerField(help_text="Deleted, already absent or redacted later.")
     missing = serializers.IntegerField(
         help_text="Receipts `missing`: not found at deletion time; not counted as deleted."
     )
@@ -259,8 +275,8 @@ class DeletionReportApi(TenantApiView):
     @extend_schema(
         operation_id="deletions_report",
         summary="Your deletions, on time and late, and what is overdue",
-        description="Receipts deleted in the window (`since` inclusive, `until` exclusive) per "
-        "data class, on time or late against the operator's promise "
+        description="Receipts deleted or redacted in the window (`since` inclusive, `until` "
+        "exclusive) per data class, on time or late against the operator's promise "
         "(`lag_promise_seconds` after expiry); overdue and held counts are as of now.",
         parameters=[FilterSerializer],
         responses={200: OutputSerializer, **error_responses(400, 401, 429)},

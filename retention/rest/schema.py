@@ -20,8 +20,10 @@ _DESCRIPTIONS = {
     "(`invalid_cursor`), more than 1,000 query parameters (`too_many_parameters`) or form "
     "fields (`too_many_fields`), too many file parts (`too_many_files`), or a refusal with "
     "its own code.",
-    401: "No credentials (`not_authenticated`) or bad ones (`api_key_invalid`, "
-    "`api_key_revoked`, `api_key_expired`, `signature_*`).",
+    401: "No credentials (`not_authenticated`; tenant endpoints expect `Authorization: "
+    "Api-Key <key>`, and say so, with `WWW-Authenticate: Api-Key`, to a request with "
+    "another scheme or none) or bad ones (`api_key_invalid`, `api_key_revoked`, "
+    "`api_key_expired`, `signature_*`).",
     404: "Unknown id, or another tenant's (`not_found`).",
     406: "Unknown `format` or unsatisfiable `Accept` (`not_acceptable`).",
     413: "The body, files aside, is larger than the server accepts (`request_too_large`).",

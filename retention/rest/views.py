@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, NoReturn
 
 from drf_spectacular.views import SpectacularAPIView
-from rest_framework.exceptions import NotAcceptable
+from rest_framework.exceptions import NotAcceptable, NotAuthenticated
 from rest_framework.negotiation import DefaultContentNegotiation
 from rest_framework.parsers import JSONParser
 from rest_framework.renderers import BaseRenderer, JSONRenderer
@@ -18,6 +18,7 @@ from retention.rest.authentication import (
     SignedRequestAuthentication,
     TenantAPIKeyAuthentication,
     TenantPrincipal,
+    no_key_detail,
 )
 from retention.rest.exceptions import exception_handler
 from retention.rest.permissions import IsControlPlane, IsTenant
@@ -82,6 +83,15 @@ class TenantApiView(RetentionApiView):
     authentication_classes = [TenantAPIKeyAuthentication]
     permission_classes = [IsTenant]
     throttle_classes = [TenantRateThrottle]
+
+    def permission_denied(
+        self, request: Any, message: str | None = None, code: str | None = None
+    ) -> NoReturn:
+        # DRF's "Authentication credentials were not provided." does not say
+        # which credentials: a caller sending `Bearer <key>` learns nothing.
+        if request.authenticators and not request.successful_authenticator:
+            raise NotAuthenticated(no_key_detail(request))
+        super().permission_denied(request, message=message, code=code)
 
     @property
     def tenant_id(self) -> str:

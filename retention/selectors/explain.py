@@ -8,11 +8,14 @@ from typing import TYPE_CHECKING, TypedDict, cast
 
 from retention.models import (
     DataClassMode,
+    DeletionEvent,
+    EventOutcome,
     Policy,
     RecordState,
     RetentionRecord,
     active_holds_matching,
 )
+from retention.reporting import human
 
 if TYPE_CHECKING:
     from django_stubs_ext import WithAnnotations
@@ -104,6 +107,20 @@ def duration_words(value: timedelta) -> str:
     return " ".join(parts[:2])
 
 
+def _found_absent(record: RetentionRecord) -> bool:
+    """Whether the run that closed this record found its object gone (``already_absent``)."""
+    last = (
+        DeletionEvent.objects.filter(
+            record_id=record.pk,
+            outcome__in=[EventOutcome.DELETED, EventOutcome.ALREADY_ABSENT],
+        )
+        .order_by("-id")
+        .values_list("outcome", flat=True)
+        .first()
+    )
+    return last == EventOutcome.ALREADY_ABSENT
+
+
 def _explain(
     record: RetentionRecord,
     *,
@@ -129,14 +146,20 @@ def _explain(
             f"It was stored on {_when(record.created_at)}, so it is due for deletion on {due}."
         )
     if record.state == RecordState.DELETED:
-        deleted = _when(record.deleted_at) if record.deleted_at else "an unrecorded time"
-        text.append(f"It was deleted on {deleted}; its receipt is among the deletion receipts.")
+        when = human(record.deleted_at) if record.deleted_at else "an unrecorded time"
+        if _found_absent(record):
+            text.append(
+                f"It was not found at deletion time ({when}): it was already gone from the "
+                "store, so there was nothing left to delete. Its receipt says so (already "
+                "absent)."
+            )
+        else:
+            text.append(f"It was deleted on {when}; its receipt is among the deletion receipts.")
         return " ".join(text)
     if record.state == RecordState.MISSING:
         text.append(
-            "It was not found in the store at deletion time: a check of the store found it "
-            "gone before any deletion run reached it. Its receipt says so; it is not counted "
-            "as deleted."
+            "It was not found at deletion time: a check of the store found it gone before "
+            "any deletion run reached it. Its receipt says so; it is not counted as deleted."
         )
         return " ".join(text)
     text.append("Later policy changes do not move this date; only a renewal restarts it.")

@@ -78,3 +78,15 @@ def run_batches_by_state(run: Run) -> dict[str, int]:
     """A queued run's batches counted by state (``queued``: in flight)."""
     counts = dict(RunBatch.objects.filter(run=run).values_list("state").annotate(n=Count("token")))
     return {state: int(counts.get(state, 0)) for state in BatchState.values}
+
+
+def run_picked_up(run: Run) -> bool:
+    """Whether a worker has started on a queued run: ended it, measured it, counted
+    anything or published a batch of it. ``run_retention --wait`` reads it to tell a
+    run waiting for a worker from one being swept."""
+    if run.status != RunStatus.RUNNING or run.dispatcher_owner is not None:
+        return True
+    report = run.report if isinstance(run.report, dict) else {}
+    if report.get("measured") or any(run.counts().values()):
+        return True
+    return RunBatch.objects.filter(run=run).exists()

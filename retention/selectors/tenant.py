@@ -30,8 +30,17 @@ if TYPE_CHECKING:
 
 # "missing": reconciliation found the object gone before any deletion run
 # reached it. A receipt says so; it is never counted as a deletion.
-RECEIPT_OUTCOMES = (EventOutcome.DELETED, EventOutcome.ALREADY_ABSENT, EventOutcome.MISSING)
+# "redacted": a row of a class whose disposition is redact, kept with its
+# personal fields replaced; a receipt of its own, counted apart from deletions.
+RECEIPT_OUTCOMES = (
+    EventOutcome.DELETED,
+    EventOutcome.ALREADY_ABSENT,
+    EventOutcome.REDACTED,
+    EventOutcome.MISSING,
+)
 DELETED_OUTCOMES = (EventOutcome.DELETED, EventOutcome.ALREADY_ABSENT)
+# Disposed of by its deadline or late: what on time and late count.
+DISPOSED_OUTCOMES = (*DELETED_OUTCOMES, EventOutcome.REDACTED)
 
 RECEIPT_FIELDS = (
     "id",
@@ -50,6 +59,7 @@ RECEIPT_FIELDS = (
     "leaf_index",
     "kind",
     "row_count",
+    "evidence",
 )
 
 
@@ -70,7 +80,9 @@ def deletion_receipts(
     until: datetime | None = None,
     data_class: str | None = None,
 ) -> QuerySet[DeletionEvent]:
-    """The tenant's receipts: events whose object or row is gone (deleted or already absent).
+    """The tenant's receipts: events whose object or row is gone (deleted or already
+    absent), was not found (missing), or was redacted (a row kept, its personal
+    fields replaced: disposition ``redact``, outcome ``redacted``).
 
     Rows of a registered model carry a tenant when it was registered with
     ``tenant_field``; their receipts have ``kind`` "row".
@@ -154,6 +166,7 @@ class DataClassReport:
     held: int
     oldest_overdue: OverdueRecord | None
     missing: int = 0
+    redacted: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,7 +200,8 @@ def deletion_report(
     """Receipts in the window per data class, split on time / late against the promise,
     and, as of ``now``, what is overdue and what is kept under a hold.
 
-    Late means deleted more than ``promise`` after ``expires_at``.
+    Late means deleted (or redacted) more than ``promise`` after ``expires_at``;
+    on time and late together count deletions, absences and redactions.
     """
     tenant_id = tenant_id_required(tenant_id)
     per_class: dict[str, dict[str, Any]] = {}
@@ -195,7 +209,15 @@ def deletion_report(
     def entry(name: str) -> dict[str, Any]:
         return per_class.setdefault(
             name,
-            {"deleted": 0, "already_absent": 0, "missing": 0, "late": 0, "overdue": 0, "held": 0},
+            {
+                "deleted": 0,
+                "already_absent": 0,
+                "redacted": 0,
+                "missing": 0,
+                "late": 0,
+                "overdue": 0,
+                "held": 0,
+            },
         )
 
     receipts = deletion_receipts(tenant_id=tenant_id, since=since, until=until)
@@ -203,21 +225,25 @@ def deletion_report(
     # latest, so all its rows are late when that one was missed. The rows of
     # a per-row page event whose latest deadline was kept are counted below.
     rows = Coalesce("row_count", Value(1))
-    late_rows = Q(occurred_at__gt=F("expires_at") + promise, outcome__in=DELETED_OUTCOMES)
+    late_rows = Q(occurred_at__gt=F("expires_at") + promise, outcome__in=DISPOSED_OUTCOMES)
     for row in receipts.values("data_class").annotate(
         deleted=Sum(rows, filter=Q(outcome=EventOutcome.DELETED), default=0),
         already_absent=Sum(rows, filter=Q(outcome=EventOutcome.ALREADY_ABSENT), default=0),
+        redacted=Sum(rows, filter=Q(outcome=EventOutcome.REDACTED), default=0),
         missing=Sum(rows, filter=Q(outcome=EventOutcome.MISSING), default=0),
         late=Sum(rows, filter=late_rows, default=0),
     ):
         entry(row["data_class"]).update(
             deleted=row["deleted"],
             already_absent=row["already_absent"],
+            redacted=row["redacted"],
             missing=row["missing"],
             late=row["late"],
         )
     for name, late in _per_row_pages_late(
-        receipts.filter(evidence=evidence.PER_ROW, outcome__in=DELETED_OUTCOMES).exclude(late_rows),
+        receipts.filter(evidence=evidence.PER_ROW, outcome__in=DISPOSED_OUTCOMES).exclude(
+            late_rows
+        ),
         promise,
     ).items():
         entry(name)["late"] += late
@@ -251,12 +277,13 @@ def deletion_report(
                     expires_at=first["expires_at"],
                     overdue_by_seconds=int((now - first["expires_at"]).total_seconds()),
                 )
-        receipts_count = data["deleted"] + data["already_absent"]
+        receipts_count = data["deleted"] + data["already_absent"] + data["redacted"]
         reports.append(
             DataClassReport(
                 data_class=name,
                 deleted=data["deleted"],
                 already_absent=data["already_absent"],
+                redacted=data["redacted"],
                 on_time=receipts_count - data["late"],
                 late=data["late"],
                 missing=data["missing"],

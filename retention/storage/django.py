@@ -4,6 +4,11 @@ The fallback for stores without a batch API (the demo's local filesystem,
 third-party backends). It asks ``exists()`` first because ``delete()`` of a
 missing file is silent in most backends, and an absent object must be
 reported as such. Reasons never contain the key or a path built from it.
+
+On a ``FileSystemStorage`` the folders a deletion leaves empty go too, up
+to (never including) the storage's root: a key such as
+``acme/2026/11/scan.jpg`` would otherwise leave ``acme/2026/11/`` behind
+for every deleted upload.
 """
 
 from __future__ import annotations
@@ -70,7 +75,33 @@ class DjangoStorageAdapter:
         except OSError as exc:
             # TimeoutError and ConnectionError are OSErrors as well.
             return KeyResult(key, Outcome.TRANSIENT, _os_reason(exc, key))
+        if isinstance(self.storage, FileSystemStorage):
+            empty_folders_remove(self.storage, key)
         return KeyResult(key, Outcome.DELETED)
+
+
+def empty_folders_remove(storage: FileSystemStorage, key: str) -> None:
+    """Remove the folders above a deleted file that are empty now, bottom up,
+    stopping at the first that is not, and never at or above the root.
+
+    Race-safe: another process may write into a folder meanwhile ("not
+    empty": it stays, and so do its parents) or remove it first (gone: go on
+    up). Any other refusal (permissions) leaves the folders; the file is
+    deleted either way.
+    """
+    root = os.path.abspath(storage.location)
+    folder = os.path.dirname(os.path.abspath(storage.path(key)))
+    while folder != root and folder.startswith(root + os.sep):
+        try:
+            os.rmdir(folder)
+        except FileNotFoundError:
+            pass
+        except OSError:
+            # ENOTEMPTY or EEXIST (written into meanwhile), ENOTDIR (a
+            # symlink), EACCES, EBUSY (a mount point): it stays, and so do
+            # the folders above it.
+            return
+        folder = os.path.dirname(folder)
 
 
 def _os_reason(exc: OSError, key: str) -> str:

@@ -182,6 +182,7 @@ def test_deletions__csv_streams_the_same_receipts_with_filters(client, acme, del
         "leaf_index": str(receipt["proof"]["leaf_index"]),
         "kind": "object",
         "row_count": "",
+        "evidence": "",
     }
 
 
@@ -200,7 +201,8 @@ def test_deletions__csv_with_no_receipts_is_just_the_header(client, acme):
     body = b"".join(response.streaming_content).decode()
     assert body == (
         "receipt_id,record_id,run_id,data_class,policy_key,policy_version,disposition,"
-        "outcome,expired_at,deleted_at,key_digest,event_hash,batch_seq,leaf_index,kind,row_count\n"
+        "outcome,expired_at,deleted_at,key_digest,event_hash,batch_seq,leaf_index,kind,row_count,"
+        "evidence\n"
     )
 
 

@@ -252,6 +252,29 @@ def test_retention__deleted_upload_says_when(client, acme, make_policy, now):
     assert "was deleted on 2026-03-14 12:00 UTC" in body["explanation"]
 
 
+def test_retention__an_upload_already_absent_at_deletion_says_not_found_never_deleted(
+    client, acme, make_policy, now
+):
+    from django.core.files.storage import storages
+
+    from retention.models import RetentionRecord
+
+    make_policy("idv.photo", timedelta(days=30))
+    with freeze_time(now - timedelta(days=31)):
+        upload_id = post(client, acme).json()["id"]
+    record = RetentionRecord.objects.get(upload__pk=upload_id)
+    storages[record.storage].delete(record.object_key)
+    assert enforce(now=now).already_absent == 1
+
+    with freeze_time(now):
+        body = retention_of(client, acme, upload_id)
+
+    assert body["state"] == "deleted"
+    assert "It was not found at deletion time (2026-03-14 12:00 UTC)" in body["explanation"]
+    assert "already absent" in body["explanation"]
+    assert "was deleted" not in body["explanation"]
+
+
 def test_retention__an_upload_found_missing_says_so_never_deleted(client, acme, make_policy, now):
     from django.core.files.storage import storages
 
@@ -270,7 +293,7 @@ def test_retention__an_upload_found_missing_says_so_never_deleted(client, acme, 
 
     assert body["state"] == "missing"
     assert body["deleted_at"] is None
-    assert "was not found in the store at deletion time" in body["explanation"]
+    assert "It was not found at deletion time" in body["explanation"]
     assert "was deleted" not in body["explanation"]
 
 

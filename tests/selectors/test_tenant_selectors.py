@@ -9,7 +9,7 @@ import pytest
 from retention.models import DeletionEvent, EventOutcome, RetentionRecord
 from retention.selectors.explain import duration_words, record_retention_explain, tenant_record_get
 from retention.selectors.tenant import deletion_receipt_rows, deletion_receipts
-from tests.helpers import put_tracked
+from tests.helpers import enforce, put_tracked
 
 pytestmark = pytest.mark.django_db
 
@@ -96,3 +96,26 @@ def test_tenant_record_get__another_tenants_record_does_not_exist(make_policy, n
 )
 def test_duration_words__reads_like_a_person_would_say_it(value, words):
     assert duration_words(value) == words
+
+
+def test_explain__a_record_whose_object_was_gone_at_deletion_was_not_found_not_deleted(
+    make_policy, now
+):
+    from django.core.files.storage import storages
+
+    make_policy()
+    absent = put_tracked(tenant_id="acme", now=now - timedelta(days=31))
+    deleted = put_tracked(tenant_id="acme", now=now - timedelta(days=31))
+    storages["default"].delete(absent.object_key)
+    run = enforce(now=now)
+    assert (run.deleted, run.already_absent) == (1, 1)
+
+    def explained(record):
+        return record_retention_explain(
+            tenant_id="acme", record_id=record.pk, now=now, promise=timedelta(hours=24)
+        ).explanation
+
+    assert "It was not found at deletion time (2026-03-14 12:00 UTC)" in explained(absent)
+    assert "deleted on" not in explained(absent)
+    assert "It was deleted on 2026-03-14 12:00 UTC" in explained(deleted)
+    assert "not found" not in explained(deleted)

@@ -29,6 +29,44 @@ def reconcile_as_json(run: Run) -> dict[str, Any]:
     return payload
 
 
+def _n(count: int, one: str, many: str) -> str:
+    return f"{count} {one if count == 1 else many}"
+
+
+def acted_line(report: dict[str, Any]) -> str:
+    """What a finished reconciliation did, or would do, about its findings: only
+    those it found, counted; a run that found nothing to act on says so."""
+    counts = report.get("counts") or {}
+    dry = bool(report.get("dry_run"))
+    missing, adopted = int(counts.get("missing", 0)), int(counts.get("adopted", 0))
+    requeue = {
+        name: int(counts.get(name, 0))
+        for name in ("reappeared", "leftover_versions")
+        if counts.get(name)
+    }
+    acts = []
+    if missing:
+        records = _n(missing, "missing record", "missing records")
+        acts.append(f"close {records} as not found" if dry else f"closed {records} as not found")
+    if requeue:
+        found = " and ".join(
+            _n(n, "reappeared object", "reappeared objects")
+            if name == "reappeared"
+            else _n(n, "object with leftover versions", "objects with leftover versions")
+            for name, n in requeue.items()
+        )
+        verb = "queue" if dry else "queued"
+        acts.append(f"{verb} the {found} of enforced classes for deletion (others: reported)")
+    if adopted:
+        taken = _n(adopted, "orphan", "orphans")
+        acts.append(f"adopt {taken}" if dry else f"adopted {taken}")
+    if not acts:
+        orphans = int(counts.get("orphans", 0))
+        left = f" ({_n(orphans, 'orphan', 'orphans')} reported only)" if orphans else ""
+        return f"No finding to act on{left}: nothing {'would change' if dry else 'changed'}."
+    return ("Would " if dry else "Acted on the findings: ") + "; ".join(acts) + "."
+
+
 class Command(BaseCommand):
     help = (
         "List a store and compare it with the records: orphans, missing objects, objects "
@@ -101,7 +139,6 @@ class Command(BaseCommand):
 
     def _summary(self, run: Run) -> None:
         report = run.report or {}
-        verb = "Would act on" if report.get("dry_run") else "Acted on"
         self.stdout.write(f"Reconciliation {run.pk} ({run.status}).")
         for alias, counts in (report.get("storages") or {}).items():
             figures = ", ".join(f"{name} {counts.get(name, 0)}" for name in RECONCILE_COUNTS)
@@ -122,7 +159,4 @@ class Command(BaseCommand):
                 reasons = ", ".join(f"{name} {n}" for name, n in sorted(skipped.items()))
                 self.stdout.write(f"    not adopted: {reasons}")
         if run.status == RunStatus.FINISHED:
-            self.stdout.write(
-                f"{verb} the findings: missing records closed as not found, reappeared "
-                "objects and leftover versions of enforced classes queued for deletion."
-            )
+            self.stdout.write(acted_line(report))

@@ -19,7 +19,16 @@ from retention.exceptions import RunRefused
 from retention.management.options import add_data_class_option
 from retention.models import Run, RunMode, RunStatus, RunTrigger
 from retention.reporting import human, progress_line, run_as_json, summary_lines
+from retention.selectors.runs import run_picked_up
 from retention.selectors.workers import WATCHDOG_SCHEDULE, watchdog_installed
+
+# --wait: how often the run is read, when to say that no worker has it yet,
+# and how long after --max-seconds a run being swept may take to close.
+POLL_SECONDS = 0.5
+NO_WORKER_NOTICE_SECONDS = 5.0
+FINISH_GRACE_SECONDS = 30.0
+# A progress line is printed when it changes, at most this often.
+PROGRESS_EVERY_SECONDS = 1.0
 
 
 class Command(BaseCommand):
@@ -123,13 +132,15 @@ class Command(BaseCommand):
         elif not enqueue:
             run_host_clock_record(run, host_clock_read())
 
-        last = [0.0]
+        last: dict[str, Any] = {"at": 0.0, "line": None}
 
         def progress(current: Run) -> None:
-            if time.monotonic() - last[0] >= 1.0:
-                last[0] = time.monotonic()
-                self.stderr.write(progress_line(current))
-                self.stderr.flush()
+            line = progress_line(current)
+            if line == last["line"] or time.monotonic() - last["at"] < PROGRESS_EVERY_SECONDS:
+                return
+            last.update(at=time.monotonic(), line=line)
+            self.stderr.write(line)
+            self.stderr.flush()
 
         if not as_json:
             scope = ", ".join(run.data_classes) or "nothing"
@@ -149,17 +160,20 @@ class Command(BaseCommand):
                     f"Follow it with `--wait`, in the admin, or in the ledger (run {run.pk})."
                 )
             return
+        stuck = None
         if enqueue:
-            run = self._follow(run, progress)
+            run, stuck = self._follow(run, progress, max_seconds=max_seconds)
         else:
             run = run_execute(run=run, max_seconds=max_seconds, progress=progress)
         if as_json:
             self.stdout.write(
                 json.dumps({**run_as_json(run), "erasures": [run_as_json(r) for r in erased]})
             )
-        else:
+        elif stuck is None:
             for line in summary_lines(run):
                 self.stdout.write(line)
+        if stuck is not None:
+            raise CommandError(stuck)
         if enqueue and run.status in (RunStatus.ERROR, RunStatus.ABANDONED):
             # Followed to an end that is not a finish: say so in the exit status.
             raise CommandError(f"run {run.pk} ended {run.status}: {run.status_reason}")
@@ -191,18 +205,48 @@ class Command(BaseCommand):
         self.stderr.write(str(down))
         sys.exit(1)
 
-    def _follow(self, run: Run, progress: Callable[[Run], None]) -> Run:
+    def _follow(
+        self, run: Run, progress: Callable[[Run], None], *, max_seconds: float | None
+    ) -> tuple[Run, str | None]:
         """Poll the queued run until it ends; the workers do the work.
 
-        A database restart meanwhile is waited out (the workers wait for it
-        too), for up to ``RETENTION_DATABASE_RETRY_SECONDS``.
+        Returns the run and, when following gave up at ``max_seconds``, why.
+        A run no worker has picked up after a few seconds is said once on
+        stderr; progress lines only when they change. A database restart
+        meanwhile is waited out (the workers wait for it too), for up to
+        ``RETENTION_DATABASE_RETRY_SECONDS``.
         """
+        started = time.monotonic()
+        picked = told = False
         try:
             while run.status == RunStatus.RUNNING:
-                time.sleep(0.5)
+                time.sleep(POLL_SECONDS)
                 db_retry(run.refresh_from_db, what="following the run")
-                progress(run)
+                waited = time.monotonic() - started
+                picked = picked or db_retry(lambda: run_picked_up(run), what="following the run")
+                if picked:
+                    progress(run)
+                    if max_seconds is not None and waited >= max_seconds + FINISH_GRACE_SECONDS:
+                        return run, (
+                            f"run {run.pk} is still running {waited:.0f} s after it was queued "
+                            f"(--max-seconds {max_seconds:g}): its workers stopped claiming at "
+                            "the budget but have not closed it; it goes on in the workers."
+                        )
+                    continue
+                if max_seconds is not None and waited >= max_seconds:
+                    return run, (
+                        f"no worker picked run {run.pk} up within {max_seconds:g} s: is "
+                        "`manage.py qcluster` running? The run stays in the ledger, queued."
+                    )
+                if not told and waited >= NO_WORKER_NOTICE_SECONDS:
+                    told = True
+                    self.stderr.write(
+                        f"No worker has picked run {run.pk} up after {waited:.0f} s (no batch "
+                        "published, nothing measured): is `manage.py qcluster` running? "
+                        "Still waiting; Ctrl-C stops following, the run stays queued."
+                    )
+                    self.stderr.flush()
         except KeyboardInterrupt:
             self.stderr.write(f"Stopped following; run {run.pk} goes on in the workers.")
             raise
-        return run
+        return run, None

@@ -26,6 +26,7 @@ from retention.admin.base import (
     report_refusal,
 )
 from retention.durations import HumanDurationField, format_duration
+from retention.formatting import instant_html
 from retention.models import (
     Disposition,
     Policy,
@@ -167,7 +168,7 @@ class DraftForm(VersionRulesForm):
 
 class VersionInline(admin.TabularInline[PolicyVersion, Policy]):
     model = PolicyVersion
-    fields = ("version_link", "status", "period", "locked", "author", "approver", "approved_at")
+    fields = ("version_link", "status", "period", "locked", "author", "approver", "approved")
     readonly_fields = fields
     extra = 0
     can_delete = False
@@ -187,6 +188,10 @@ class VersionInline(admin.TabularInline[PolicyVersion, Policy]):
     @admin.display(description="retention period")
     def period(self, obj: PolicyVersion) -> str:
         return format_duration(obj.retention_period)
+
+    @admin.display(description="approved at")
+    def approved(self, obj: PolicyVersion) -> str:
+        return instant_html(obj.approved_at)
 
 
 class _Waiting(TypedDict):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+from django.utils.dateparse import parse_datetime
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
@@ -31,6 +32,12 @@ def human(value: datetime | None, *, none: str = "none") -> str:
     if value is None:
         return none
     return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def human_text(value: str | None, *, none: str = "none") -> str:
+    """An instant stored as ISO text (a report, a signed anchor) read as ``human`` reads one."""
+    parsed = parse_datetime(value) if value else None
+    return human(parsed, none=none) if parsed is not None else (value or none)
 
 
 def exact(value: datetime | None) -> str:

@@ -38,6 +38,7 @@ from typing import Any
 from retention.anchoring.signing import Signer
 from retention.anchoring.stores import AnchorExists, AnchorStore, AnchorStoreError, anchor_store
 from retention.conf import settings
+from retention.formatting import human_text
 from retention.models import ErasureRequest, ErasureState
 from retention.receipts.signed_heads import AnchorError, canonical, signature_check
 from retention.selectors.anchors import anchoring_on, signing_key
@@ -138,7 +139,8 @@ def journal_gaps(read: JournalRead) -> list[str]:
         ).values_list("pk", flat=True)
     }
     return [
-        f"journaled erasure {entry['request']} (completed {entry.get('completed_at')}) is not "
+        f"journaled erasure {entry['request']} "
+        f"(completed {human_text(entry.get('completed_at'))}) is not "
         "completed in this database: run `manage.py retention_erasure replay`"
         for entry in read.entries
         if str(entry["request"]) not in completed

@@ -23,6 +23,7 @@ from retention.engine.inline import ProgressFn, run_execute
 from retention.engine.ledger import run_start
 from retention.engine.publish import run_enqueue
 from retention.exceptions import InvalidTransition, RunRefused
+from retention.formatting import human
 from retention.models import ErasureRequest, ErasureState, Run, RunExecutor, RunMode, RunTrigger
 from retention.selectors.erasure_execution import erasure_plan, erasures_due
 from retention.services.erasure_settle import SETTLING, erasure_settle
@@ -43,7 +44,7 @@ def _begin(request: ErasureRequest, now: datetime) -> ErasureRequest | None:
             )
         if request.not_before is not None and request.not_before > now:
             raise InvalidTransition(
-                f"{request} may not execute before {request.not_before.isoformat()}."
+                f"{request} may not execute before {human(request.not_before)}."
             )
         if request.state == ErasureState.APPROVED:
             request.state = ErasureState.EXECUTING

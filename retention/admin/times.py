@@ -53,9 +53,10 @@ class HumanTimesMixin(admin.ModelAdmin[ModelT]):
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
+        # Also a method a mixin listed before this one brings (the MRO's first).
         for name, swap in _SWAPS.items():
-            own = cls.__dict__.get(name)
-            if own is not None and not getattr(own, "human_times", False):
+            own = getattr(cls, name)
+            if not getattr(own, "human_times", False):
                 setattr(cls, name, swap(own))
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -129,3 +130,6 @@ _SWAPS = {
     "get_readonly_fields": _swap_readonly,
     "get_fieldsets": _swap_fieldsets,
 }
+
+for _name in _SWAPS:
+    getattr(HumanTimesMixin, _name).human_times = True

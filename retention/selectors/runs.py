@@ -11,10 +11,11 @@ import uuid
 from collections.abc import Iterable
 from datetime import datetime
 
-from django.db.models import Count, QuerySet
+from django.db.models import Count, QuerySet, Sum, Value
+from django.db.models.functions import Coalesce
 
 from retention.conf import settings
-from retention.models import BatchState, Run, RunBatch, RunMode, RunStatus
+from retention.models import BatchState, DeletionEvent, Run, RunBatch, RunMode, RunStatus
 
 
 def runs_covering(data_class: str) -> QuerySet[Run]:
@@ -78,3 +79,18 @@ def run_batches_by_state(run: Run) -> dict[str, int]:
     """A queued run's batches counted by state (``queued``: in flight)."""
     counts = dict(RunBatch.objects.filter(run=run).values_list("state").annotate(n=Count("token")))
     return {state: int(counts.get(state, 0)) for state in BatchState.values}
+
+
+def run_outcomes_by_class(run_id: uuid.UUID) -> dict[str, dict[str, int]]:
+    """What a run did to each class, from its events: outcome → items (a page event
+    of rows counts its rows)."""
+    rows = (
+        DeletionEvent.objects.filter(run_id=run_id)
+        .values("data_class", "outcome")
+        .annotate(items=Sum(Coalesce("row_count", Value(1))))
+        .order_by("data_class")
+    )
+    found: dict[str, dict[str, int]] = {}
+    for row in rows:
+        found.setdefault(row["data_class"], {})[row["outcome"]] = int(row["items"] or 0)
+    return found

@@ -81,19 +81,16 @@ def format_duration(value: timedelta | None, *, zero: str = "0 days", none: str 
 
 
 def approximate_duration(value: timedelta | None, *, units: int = 1, none: str = NOTHING) -> str:
-    """Rounded down to its largest ``units`` units, for ages: '3 days', '3 days 2 hours'."""
+    """Its largest ``units`` units, rounded down, for ages: '3 days', '1 day 1 minute'."""
     if value is None:
         return none
     seconds = int(max(value.total_seconds(), 0))
-    parts: list[tuple[int, str]] = []
+    parts = []
     for unit, size in _UNITS[:-1]:
         n, seconds = divmod(seconds, size)
-        if n or parts:
-            parts.append((n, unit))
-        if len(parts) == units:
-            break
-    shown = [_count(n, unit) for n, unit in parts if n]
-    return " ".join(shown) or "less than a minute"
+        if n:
+            parts.append(_count(n, unit))
+    return " ".join(parts[:units]) or "less than a minute"
 
 
 def _count(n: int, unit: str) -> str:

@@ -50,7 +50,7 @@ def registration_review(
             return None
         return {
             "heading": f"The code no longer matches the registration approved with "
-            f"v{version.number}: no run disposes of these rows until a version that "
+            f"version {version.number}: no run disposes of these rows until a version that "
             "adopts it is approved",
             "before": f"as approved with version {version.number}",
             "after": "in the code now",

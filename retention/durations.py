@@ -1,4 +1,7 @@
-"""Durations as people read and type them: '30 days', '1 hour' (admin, messages, forms)."""
+"""Durations as people type them: '30 days', '1 hour' (admin forms).
+
+Showing one is ``retention.formatting``'s; the names stay importable from here.
+"""
 
 from __future__ import annotations
 
@@ -9,12 +12,10 @@ from django import forms
 from django.core.exceptions import ValidationError
 from django.utils.dateparse import parse_duration
 
-_UNITS: tuple[tuple[str, int], ...] = (
-    ("day", 86400),
-    ("hour", 3600),
-    ("minute", 60),
-    ("second", 1),
-)
+from retention.formatting import approximate_duration, format_duration
+
+__all__ = ["HumanDurationField", "approximate_duration", "format_duration", "parse_human_duration"]
+
 _ALIASES = {
     "w": 604800,
     "week": 604800,
@@ -39,39 +40,12 @@ _ALIASES = {
 _PART = re.compile(r"(\d+(?:\.\d+)?)\s*([a-z]+)")
 
 
-def format_duration(value: timedelta | None) -> str:
-    """Exact and readable: timedelta(days=1, hours=6) -> '1 day 6 hours'."""
-    if value is None:
-        return ""
-    seconds = int(value.total_seconds())
-    if seconds == 0:
-        return "0 days"
-    sign = "-" if seconds < 0 else ""
-    seconds = abs(seconds)
-    parts = []
-    for unit, size in _UNITS:
-        n, seconds = divmod(seconds, size)
-        if n:
-            parts.append(f"{n} {unit}{'' if n == 1 else 's'}")
-    return sign + " ".join(parts)
-
-
-def approximate_duration(value: timedelta | None) -> str:
-    """Rounded to its largest unit, for ages: '3 days', '5 hours'."""
-    if value is None:
-        return "—"
-    seconds = max(value.total_seconds(), 0)
-    for unit, size in _UNITS[:-1]:
-        if seconds >= size:
-            n = int(seconds // size)
-            return f"{n} {unit}{'' if n == 1 else 's'}"
-    return "less than a minute"
-
-
 def parse_human_duration(text: str) -> timedelta | None:
     text = text.strip().lower()
     if not text:
         return None
+    if text == "none":
+        return timedelta(0)
     parsed = parse_duration(text)
     if parsed is not None:
         return parsed

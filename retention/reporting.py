@@ -9,29 +9,18 @@ period, when the row came due, not when it was written.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.utils.dateparse import parse_datetime
 
-from retention.durations import format_duration
+from retention.formatting import format_duration, human, rfc3339
 from retention.models import Run as RunModel
 from retention.models import RunMode, RunStatus
 from retention.rows.registry import row_class
 from retention.selectors.run_rules import ClassRules, class_cutoff, run_rules
 
-
-def rfc3339(value: datetime | None) -> str | None:
-    if value is None:
-        return None
-    return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
-
-
-def human(value: datetime | None) -> str:
-    """An instant as a person reads it: "2026-12-03 08:02 UTC"."""
-    if value is None:
-        return "none"
-    return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
+__all__ = ["human", "rfc3339", "run_as_json", "summary_lines", "progress_line", "oldest_due"]
 
 
 def _rules(run: RunModel, name: str) -> ClassRules | None:

@@ -62,7 +62,6 @@ class RetentionRecordAdmin(CsvExportMixin[RetentionRecord], ReadOnlyAdmin[Retent
         "deleted_at",
         "attempts",
         "version",
-        "short_digest",
     )
     list_filter = (
         "state",
@@ -145,7 +144,7 @@ class RetentionRecordAdmin(CsvExportMixin[RetentionRecord], ReadOnlyAdmin[Retent
 
     @admin.display(description="policy version")
     def version(self, obj: RetentionRecord) -> str:
-        return f"{obj.policy_version.policy.data_class} v{obj.policy_version.number}"
+        return obj.policy_version.label
 
     @admin.display(description="key digest")
     def short_digest(self, obj: RetentionRecord) -> str:
@@ -159,17 +158,16 @@ class RetentionRecordAdmin(CsvExportMixin[RetentionRecord], ReadOnlyAdmin[Retent
 
 @admin.register(DeletionEvent)
 class DeletionEventAdmin(CsvExportMixin[DeletionEvent], ReadOnlyAdmin[DeletionEvent]):
+    # The outcome comes early so it fits 1280 px; attempt and digest are on the event's page.
     list_display = (
         "id",
         "occurred_at",
-        "subject",
-        "tenant_id",
-        "data_class",
-        "policy",
         "outcome",
-        "attempt",
+        "subject",
+        "data_class",
+        "tenant_id",
         "run_link",
-        "short_digest",
+        "policy",
     )
     list_filter = (
         "outcome",
@@ -236,7 +234,7 @@ class DeletionEventAdmin(CsvExportMixin[DeletionEvent], ReadOnlyAdmin[DeletionEv
 
     @admin.display(description="policy")
     def policy(self, obj: DeletionEvent) -> str:
-        return f"{obj.policy_key} v{obj.policy_version_number}"
+        return f"{obj.policy_key} version {obj.policy_version_number}"
 
     @admin.display(description="run")
     def run_link(self, obj: DeletionEvent) -> str:

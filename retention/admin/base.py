@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, TypeVar
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from django.contrib import admin, messages
 from django.contrib.admin.options import IncorrectLookupParameters
@@ -22,19 +23,24 @@ from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, HttpR
 from django.http.response import HttpResponseBase
 from django.urls import URLPattern, path, reverse
 from django.utils import timezone
+from django.utils.duration import duration_iso_string
 
+from retention.admin.times import HumanTimesMixin
 from retention.csvstream import csv_response
-from retention.durations import format_duration
 from retention.exceptions import RetentionError
+from retention.formatting import format_duration, rfc3339
 from retention.models import Policy, PolicyVersion
 from retention.selectors.policies import lock_violation
+
+if TYPE_CHECKING:
+    pass
 
 # The model an admin or a list filter serves.
 ModelT = TypeVar("ModelT", bound=Model)
 _T = TypeVar("_T")
 
 
-class ReadOnlyAdmin(admin.ModelAdmin[ModelT]):
+class ReadOnlyAdmin(HumanTimesMixin[ModelT], admin.ModelAdmin[ModelT]):
     """The audit trail: viewable, filterable, exportable, never editable."""
 
     show_full_result_count = False  # one COUNT(*) on a large table is enough
@@ -49,7 +55,7 @@ class ReadOnlyAdmin(admin.ModelAdmin[ModelT]):
         return False
 
 
-class ObjectReadOnlyMixin(admin.ModelAdmin[ModelT]):
+class ObjectReadOnlyMixin(HumanTimesMixin[ModelT], admin.ModelAdmin[ModelT]):
     """Change permission gates the actions; the object page itself is read-only."""
 
     def has_change_permission(self, request: HttpRequest, obj: ModelT | None = None) -> bool:
@@ -61,7 +67,7 @@ class ObjectReadOnlyMixin(admin.ModelAdmin[ModelT]):
         return False
 
 
-class ChangeContextMixin(admin.ModelAdmin[ModelT]):
+class ChangeContextMixin(HumanTimesMixin[ModelT], admin.ModelAdmin[ModelT]):
     """The object's page shows more of it: ``change_context`` says what."""
 
     def change_context(self, request: HttpRequest, obj: ModelT) -> dict[str, Any]:
@@ -240,7 +246,10 @@ class CsvExportMixin(admin.ModelAdmin[ModelT]):
         except IncorrectLookupParameters:
             return HttpResponseBadRequest("These filters are not valid.")
         queryset: QuerySet[ModelT] = changelist.queryset
-        rows = queryset.values_list(*self.export_fields).iterator(chunk_size=self.export_chunk_size)
+        values = queryset.values_list(*self.export_fields).iterator(
+            chunk_size=self.export_chunk_size
+        )
+        rows = ([_export_cell(value) for value in row] for row in values)
         stamp = timezone.now().strftime("%Y%m%dT%H%M%SZ")
         return csv_response(
             self.export_fields,
@@ -248,6 +257,17 @@ class CsvExportMixin(admin.ModelAdmin[ModelT]):
             filename=f"{self.model._meta.model_name}-{stamp}.csv",
             rows_per_chunk=self.export_chunk_size,
         )
+
+
+def _export_cell(value: object) -> object:
+    """A cell as machines read it: RFC 3339 with Z, ISO 8601 durations, lists as words."""
+    if isinstance(value, datetime):
+        return rfc3339(value)
+    if isinstance(value, timedelta):
+        return duration_iso_string(value)
+    if isinstance(value, list | tuple):
+        return ", ".join(str(item) for item in value)
+    return value
 
 
 def lock_refusal_message(version: PolicyVersion, in_force: PolicyVersion | None) -> str:

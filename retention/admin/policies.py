@@ -23,7 +23,9 @@ from retention.admin.enforcement import (
     disable_view,
     enable_view,
 )
+from retention.admin.version_help import explain_rules
 from retention.durations import HumanDurationField, format_duration
+from retention.formatting import instant_html
 from retention.models import (
     DataClassMode,
     Disposition,
@@ -70,7 +72,8 @@ class VersionRulesForm(forms.ModelForm[PolicyVersion]):
     )
     safety_margin = HumanDurationField(
         initial=timedelta(0),
-        help_text="Extra time a run waits past the deadline before deleting, e.g. '1 hour'.",
+        help_text="Extra time a run waits past the deadline before deleting, e.g. '1 hour'; "
+        "'none' or '0 days' for no wait.",
     )
     disposition = forms.ChoiceField(
         choices=[(Disposition.DELETE.value, Disposition.DELETE.label)],
@@ -93,14 +96,6 @@ class VersionRulesForm(forms.ModelForm[PolicyVersion]):
         model = PolicyVersion
         fields = list(RULE_FORM_FIELDS)
         help_texts = {
-            "breaker_max_fraction": "Volume breaker: the largest share of the class's "
-            "not-yet-deleted records a run may delete unreviewed, e.g. 0.25. Empty: "
-            "RETENTION_BREAKER_MAX_FRACTION.",
-            "breaker_max_multiple": "... and the largest multiple of its median day of the "
-            "last 14, e.g. 10. Empty: RETENTION_BREAKER_MAX_MULTIPLE.",
-            "breaker_min_count": "The breaker never trips below this many, e.g. 1000; raise "
-            "it for a class whose first sweep is known to be large. Empty: "
-            "RETENTION_BREAKER_MIN_COUNT.",
             "erasure_basis": "For on erasure 'keep': the written legal basis, e.g. "
             "'invoices are kept 10 years under tax law'. A certificate names it.",
         }
@@ -114,6 +109,7 @@ class VersionRulesForm(forms.ModelForm[PolicyVersion]):
         erasure = self.fields["on_erasure"]
         assert isinstance(erasure, forms.ChoiceField)
         erasure.choices = [("", "As the disposition"), *erasure_choices(self.governed_data_class())]
+        explain_rules(self, self.governed_data_class())
 
     def governed_data_class(self) -> str:
         """The data class the version is of (the draft's own, once it exists)."""
@@ -167,7 +163,7 @@ class DraftForm(VersionRulesForm):
 
 class VersionInline(admin.TabularInline[PolicyVersion, Policy]):
     model = PolicyVersion
-    fields = ("version_link", "status", "period", "locked", "author", "approver", "approved_at")
+    fields = ("version_link", "status", "period", "locked", "author", "approver", "approved")
     readonly_fields = fields
     extra = 0
     can_delete = False
@@ -182,11 +178,15 @@ class VersionInline(admin.TabularInline[PolicyVersion, Policy]):
     @admin.display(description="version")
     def version_link(self, obj: PolicyVersion) -> str:
         url = reverse("admin:retention_policyversion_change", args=[obj.pk])
-        return format_html('<a href="{}">v{}</a>', url, obj.number)
+        return format_html('<a href="{}">version {}</a>', url, obj.number)
 
     @admin.display(description="retention period")
     def period(self, obj: PolicyVersion) -> str:
         return format_duration(obj.retention_period)
+
+    @admin.display(description="approved at")
+    def approved(self, obj: PolicyVersion) -> str:
+        return instant_html(obj.approved_at)
 
 
 class _Waiting(TypedDict):
@@ -230,7 +230,7 @@ class PolicyAdmin(ObjectReadOnlyMixin[Policy], ChangeContextMixin[Policy]):
         if version is None:
             return "none approved"
         lock = ", locked" if version.locked else ""
-        return f"v{version.number}: {format_duration(version.retention_period)}{lock}"
+        return f"version {version.number}: {format_duration(version.retention_period)}{lock}"
 
     @admin.display(description="submitted, waiting", ordering="waiting")
     def waiting_for_approval(self, obj: WithAnnotations[Policy, _Waiting]) -> int:

@@ -24,6 +24,7 @@ from retention.admin.base import (
     RunDataClassFilter,
     RunIdFilter,
 )
+from retention.admin.run_page import RunPageMixin, class_words, sample_with_ages
 from retention.conf import settings
 from retention.models import (
     RUN_COUNT_FIELDS,
@@ -35,7 +36,7 @@ from retention.models import (
     RunMode,
     RunStatus,
 )
-from retention.reporting import oldest_due
+from retention.reporting import oldest_due, summary_lines
 from retention.rows.registry import row_class
 from retention.selectors.policies import version_in_force
 from retention.selectors.run_rules import run_rules
@@ -44,20 +45,19 @@ from retention.services.policies import APPROVE_PERMISSION
 
 
 @admin.register(Run)
-class RunAdmin(CsvExportMixin[Run], ReadOnlyAdmin[Run]):
+class RunAdmin(RunPageMixin, CsvExportMixin[Run], ReadOnlyAdmin[Run]):
+    # The key columns fit 1280 px: the trigger, the oldest due and the reviewer are
+    # on the run's page (and filters), not here.
     list_display = (
         "short_id",
         "mode",
-        "trigger",
         "status",
         "classes",
         "started_at",
         "eligible",
         "deleted",
-        "skipped_held",
+        "held",
         "failed",
-        "oldest_eligible_at",
-        "reviewed_by",
         "report_link",
     )
     list_filter = (
@@ -88,7 +88,6 @@ class RunAdmin(CsvExportMixin[Run], ReadOnlyAdmin[Run]):
         "reviewed_by__username",
         "reviewed_at",
     )
-    exclude = ("report", "lease_owner")
 
     def get_search_results(
         self, request: HttpRequest, queryset: QuerySet[Run], search_term: str
@@ -107,12 +106,14 @@ class RunAdmin(CsvExportMixin[Run], ReadOnlyAdmin[Run]):
 
     @admin.display(description="data classes")
     def classes(self, obj: Run) -> str:
-        return ", ".join(obj.data_classes) or "—"
+        return class_words(obj.data_classes, at_most=3)
+
+    @admin.display(description="held", ordering="skipped_held")
+    def held(self, obj: Run) -> int:
+        return obj.skipped_held
 
     @admin.display(description="report")
     def report_link(self, obj: Run) -> str:
-        if obj.mode not in (RunMode.DRY_RUN, RunMode.RECONCILE):
-            return "—"
         url = reverse("admin:retention_run_report", args=[obj.pk])
         return format_html('<a href="{}">report</a>', url)
 
@@ -142,7 +143,18 @@ class RunAdmin(CsvExportMixin[Run], ReadOnlyAdmin[Run]):
         if run.mode == RunMode.RECONCILE:
             return self._reconcile_report(request, run)
         if run.mode != RunMode.DRY_RUN:
-            return HttpResponseRedirect(reverse("admin:retention_run_change", args=[run.pk]))
+            return TemplateResponse(
+                request,
+                "admin/retention/run/summary.html",
+                {
+                    **self.admin_site.each_context(request),
+                    "title": f"Run report {str(run.pk)[:8]}",
+                    "opts": self.opts,
+                    "run": run,
+                    "outcomes": self.outcome_by_class(run),
+                    "lines": summary_lines(run),
+                },
+            )
         now = timezone.now()
         report = run.report if isinstance(run.report, dict) else {}
         policies = {p.data_class: p for p in Policy.objects.filter(data_class__in=run.data_classes)}
@@ -167,7 +179,7 @@ class RunAdmin(CsvExportMixin[Run], ReadOnlyAdmin[Run]):
                     "enforced": policy is not None and policy.mode == DataClassMode.ENFORCE,
                     "reviewed_here": policy is not None and policy.reviewed_dry_run_id == run.pk,
                     "tenants": report.get("per_tenant", {}).get(name, []),
-                    "sample": report.get("sample", {}).get(name, []),
+                    "sample": sample_with_ages(run, report.get("sample", {}).get(name, [])),
                     "failed_for_review": report.get("failed_for_review", {}).get(name, 0),
                     "breaker": (report.get("breaker") or {}).get(name) or {},
                     "fresh": latest is not None and latest.pk == run.pk,

@@ -50,9 +50,9 @@ def registration_review(
             return None
         return {
             "heading": f"The code no longer matches the registration approved with "
-            f"v{version.number}: no run disposes of these rows until a version that "
+            f"version {version.number}: no run disposes of these rows until a version that "
             "adopts it is approved",
-            "before": f"as approved with v{version.number}",
+            "before": f"as approved with version {version.number}",
             "after": "in the code now",
             "changes": drift.changes,
             "adopt": True,
@@ -61,9 +61,9 @@ def registration_review(
         return None
     if version.registration_fingerprint != fingerprint(registration_of(row)):
         return {
-            "heading": f"The code's registration changed after v{version.number} was "
+            "heading": f"The code's registration changed after version {version.number} was "
             "drafted: approving it will be refused. Draft a new version",
-            "before": f"as drafted with v{version.number}",
+            "before": f"as drafted with version {version.number}",
             "after": "in the code now",
             "changes": tuple(registration_changes(version.registration, registration_of(row))),
             "adopt": True,
@@ -71,8 +71,8 @@ def registration_review(
     if in_force is None or in_force.registration_fingerprint == version.registration_fingerprint:
         return None
     return {
-        "heading": f"Approving v{version.number} adopts the registration in the code, "
-        f"which differs from v{in_force.number}'s",
+        "heading": f"Approving version {version.number} adopts the registration in the code, "
+        f"which differs from version {in_force.number}'s",
         "before": f"v{in_force.number}",
         "after": f"v{version.number}",
         "changes": tuple(registration_changes(in_force.registration, version.registration)),

@@ -29,6 +29,7 @@ from retention.admin.base import (
     report_refusal,
 )
 from retention.admin.policies import LIFECYCLE_FIELDS, RULE_FORM_FIELDS, DraftForm, VersionRulesForm
+from retention.admin.version_help import ADVANCED_DESCRIPTION, ADVANCED_FIELDS
 from retention.admin.version_registration import changes_context
 from retention.admin.version_reject import reject_view
 from retention.durations import format_duration
@@ -97,14 +98,27 @@ class PolicyVersionAdmin(ChangeContextMixin[PolicyVersion]):
     # -------------------------------------------------------------------- forms
 
     def get_fieldsets(self, request: HttpRequest, obj: PolicyVersion | None = None) -> FieldsetSpec:
+        rules = [name for name in RULE_FORM_FIELDS if name not in ADVANCED_FIELDS]
+        advanced: FieldsetSpec = [
+            (
+                "Advanced",
+                {
+                    "fields": list(ADVANCED_FIELDS),
+                    "classes": ["collapse"],
+                    "description": ADVANCED_DESCRIPTION,
+                },
+            )
+        ]
         if obj is None:
             return [
                 (None, {"fields": ["data_class", "description"]}),
-                ("Rules", {"fields": list(RULE_FORM_FIELDS)}),
+                ("Rules", {"fields": rules}),
+                *advanced,
             ]
         return [
             ("Version", {"fields": ["policy", "number", "status"]}),
-            ("Rules", {"fields": list(RULE_FORM_FIELDS)}),
+            ("Rules", {"fields": rules}),
+            *advanced,
             ("Lifecycle", {"fields": list(LIFECYCLE_FIELDS)}),
         ]
 
@@ -244,7 +258,7 @@ class PolicyVersionAdmin(ChangeContextMixin[PolicyVersion]):
         for version in queryset.select_related("policy"):
             done = report_refusal(self, request, partial(service, version=version, by=by, now=now))
             if done is not None:
-                self.message_user(request, f"{done.policy.data_class} v{done.number} {done_verb}.")
+                self.message_user(request, f"{done.label} {done_verb}.")
 
     @admin.action(permissions=["change"], description="Submit selected drafts for approval")
     def submit_versions(self, request: HttpRequest, queryset: QuerySet[PolicyVersion]) -> None:
@@ -335,8 +349,7 @@ class PolicyVersionAdmin(ChangeContextMixin[PolicyVersion]):
         if done is not None:
             self.message_user(
                 request,
-                f"{version.policy.data_class} v{version.number} submitted; "
-                "a second person must now review and approve it.",
+                f"{version.label} submitted; a second person must now review and approve it.",
                 messages.SUCCESS,
             )
         return HttpResponseRedirect(self._change_url(version))
@@ -348,7 +361,7 @@ class PolicyVersionAdmin(ChangeContextMixin[PolicyVersion]):
         context.update(
             {
                 **self.admin_site.each_context(request),
-                "title": f"Review {version.policy.data_class} v{version.number}",
+                "title": f"Review {version.label}",
                 "opts": self.opts,
                 "original": version,
                 "preview": impact_preview(version, now=timezone.now()),
@@ -381,7 +394,7 @@ class PolicyVersionAdmin(ChangeContextMixin[PolicyVersion]):
         )
         self.message_user(
             request,
-            f"{version.policy.data_class} v{version.number} approved and in force: {applies}.",
+            f"{version.label} approved and in force: {applies}.",
             messages.SUCCESS,
         )
         return HttpResponseRedirect(self._change_url(version))

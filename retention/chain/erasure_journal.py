@@ -40,6 +40,7 @@ from django.db.models import Q
 from retention.anchoring.signing import Signer
 from retention.anchoring.stores import AnchorExists, AnchorStore, AnchorStoreError, anchor_store
 from retention.conf import settings
+from retention.formatting import human_text
 from retention.models import ErasureRequest, ErasureState
 from retention.receipts.signed_heads import AnchorError, canonical, signature_check
 from retention.selectors.anchors import anchoring_on, signing_key
@@ -168,8 +169,8 @@ def journal_gaps(read: JournalRead) -> list[str]:
     }
     return [
         f"journaled erasure {entry['request']} ({str(entry.get('state')).replace('_', ' ')} "
-        f"{entry.get('completed_at') or entry.get('settled_at')}) is not known so far in this "
-        "database: run `manage.py retention_erasure replay`"
+        f"{human_text(entry.get('completed_at') or entry.get('settled_at'))}) is not known so "
+        "far in this database: run `manage.py retention_erasure replay`"
         for entry in read.entries
         if not journal_known(entry, states.get(str(entry["request"])))
     ]

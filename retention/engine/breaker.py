@@ -35,6 +35,7 @@ from django.db.models.functions import Coalesce
 from retention.conf import settings
 from retention.digest import key_digests
 from retention.engine.rules import expired_pending
+from retention.formatting import human
 from retention.models import BreakerState, BreakerTrip, DeletionEvent, EventOutcome, Run, RunMode
 from retention.rows.registry import row_class
 from retention.selectors.breaker import (
@@ -192,7 +193,7 @@ def _decide(
 
 def _held_reason(trip: BreakerTrip) -> str:
     return (
-        f"held by the volume breaker since {trip.tripped_at.isoformat()} (trip {trip.pk}, "
+        f"held by the volume breaker since {human(trip.tripped_at)} (trip {trip.pk}, "
         f"{trip.limit}), not released"
     )
 

@@ -25,6 +25,7 @@ from retention.engine.ledger import run_start
 from retention.engine.outage import as_unavailable
 from retention.engine.publish import run_enqueue
 from retention.exceptions import InvalidTransition, RunRefused
+from retention.formatting import human
 from retention.models import ErasureRequest, ErasureState, Run, RunExecutor, RunMode, RunTrigger
 from retention.selectors.control import kill_switch_paused
 from retention.selectors.erasure_execution import erasure_plan, erasures_due
@@ -46,7 +47,7 @@ def _begin(request: ErasureRequest, now: datetime) -> ErasureRequest | None:
             )
         if request.not_before is not None and request.not_before > now:
             raise InvalidTransition(
-                f"{request} may not execute before {request.not_before.isoformat()}."
+                f"{request} may not execute before {human(request.not_before)}."
             )
         if request.state == ErasureState.APPROVED:
             request.state = ErasureState.EXECUTING

@@ -130,14 +130,22 @@ def dry_run_report(run: Run, row_figures: dict[str, dict[str, Any]]) -> dict[str
         .values_list("data_class")
         .annotate(n=Count("id"))
     )
-    # A small sample for the reviewer: ids and key digests, never keys.
+    # A small sample for the reviewer: ids, ages and key digests, never keys.
     samples = {
         name: [
-            {"record_id": r["id"], "tenant_id": r["tenant_id"], "key_digest": r["key_digest"]}
+            {
+                "record_id": r["id"],
+                "tenant_id": r["tenant_id"],
+                "key_digest": r["key_digest"],
+                "created_at": r["created_at"].isoformat(),
+                "due_at": r["expires_at"].isoformat(),
+            }
             for r in expired.not_held()
             .filter(data_class=name)
             .order_by("expires_at", "id")
-            .values("id", "tenant_id", "key_digest")[: settings.REPORT_SAMPLE_SIZE]
+            .values("id", "tenant_id", "key_digest", "created_at", "expires_at")[
+                : settings.REPORT_SAMPLE_SIZE
+            ]
         ]
         for name in run.data_classes
     }

@@ -158,7 +158,7 @@ class EventBatch(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"Batch {self.seq} ({self.size} events)"
+        return f"Batch {self.seq} ({self.size} event{'' if self.size == 1 else 's'})"
 
 
 class ChainHead(models.Model):

@@ -200,4 +200,9 @@ class PolicyVersion(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.policy.data_class} v{self.number} ({self.status})"
+        return f"{self.label} ({self.status})"
+
+    @property
+    def label(self) -> str:
+        """How a person names it: "idv.photo version 2"."""
+        return f"{self.policy.data_class} version {self.number}"

@@ -178,6 +178,7 @@ class RunBatch(models.Model):
     deliveries = models.PositiveIntegerField(default=0)
 
     class Meta:
+        verbose_name_plural = "run batches"
         indexes = [
             models.Index(fields=["state", "lease_expires_at"], name="retention_batch_inflight")
         ]

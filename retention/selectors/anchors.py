@@ -15,6 +15,7 @@ from datetime import datetime
 from retention.anchoring.signing import Signer, signer_load
 from retention.anchoring.stores import AnchorStore, AnchorStoreError, location_parse
 from retention.conf import settings
+from retention.formatting import human, human_text
 from retention.models import ChainHead, EventBatch
 from retention.receipts.signed_heads import (
     AnchorError,
@@ -119,7 +120,7 @@ def anchors_check(*, store: AnchorStore, public_keys: Mapping[str, bytes]) -> An
         more = f"; {len(ahead)} anchors are ahead of it" if len(ahead) > 1 else ""
         check.problems.append(
             f"rollback: the database is behind anchor {ahead[-1].seq} (its chain head is "
-            f"at batch {head_seq}{more}; anchored {ahead[-1].anchored_at})"
+            f"at batch {head_seq}{more}; anchored {human_text(ahead[-1].anchored_at)})"
         )
     within = [a for a in trusted if a.seq <= head_seq]
     chains: dict[int, str] = {}
@@ -136,6 +137,6 @@ def anchors_check(*, store: AnchorStore, public_keys: Mapping[str, bytes]) -> An
     if anchored and anchored <= head_seq and anchored not in {name_seq(n) for n in names}:
         check.problems.append(
             f"anchor {anchored} is not in the store, though the database recorded it as "
-            f"anchored at {head.anchored_at if head else None}"
+            f"anchored at {human(head.anchored_at if head else None)}"
         )
     return check

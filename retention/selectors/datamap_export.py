@@ -2,20 +2,18 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from django.utils.duration import duration_iso_string
 
-from retention.durations import format_duration
+from retention.formatting import NOTHING, exact, format_duration, human
 from retention.selectors.datamap import DataMap, Governance
 
 
 def when_text(value: datetime | None) -> str:
     """An instant as people read it: '2026-12-03 08:02 UTC'; '—' for none."""
-    if value is None:
-        return "—"
-    return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    return human(value, none=NOTHING)
 
 
 def rows_text(value: int | None, *, estimated: bool) -> str:
@@ -31,7 +29,7 @@ def period_text(governance: Governance) -> str:
 
 
 def _rfc3339(value: datetime | None) -> str | None:
-    return None if value is None else value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return None if value is None else exact(value)
 
 
 def _governance_json(g: Governance) -> dict[str, Any]:

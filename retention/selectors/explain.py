@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, TypedDict, cast
 
 from retention.models import (
@@ -15,10 +15,10 @@ from retention.models import (
     RetentionRecord,
     active_holds_matching,
 )
-from retention.reporting import human
 
 if TYPE_CHECKING:
     from django_stubs_ext import WithAnnotations
+from retention.formatting import human
 from retention.selectors.tenant import tenant_id_required
 
 
@@ -91,10 +91,6 @@ def record_retention_explain(
     )
 
 
-def _when(value: datetime) -> str:
-    return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
-
-
 def duration_words(value: timedelta) -> str:
     seconds = int(value.total_seconds())
     if seconds <= 0:
@@ -131,19 +127,19 @@ def _explain(
     now: datetime,
     promise: timedelta,
 ) -> str:
-    due = _when(record.expires_at)
+    due = human(record.expires_at)
     text = [
         f"This item ({record.data_class}) is governed by policy {policy}, which keeps such "
         f"data for {duration_words(period)}."
     ]
     if record.renewed_at:
         text.append(
-            f"Its retention period was restarted on {_when(record.renewed_at)}, so it is due "
+            f"Its retention period was restarted on {human(record.renewed_at)}, so it is due "
             f"for deletion on {due}."
         )
     else:
         text.append(
-            f"It was stored on {_when(record.created_at)}, so it is due for deletion on {due}."
+            f"It was stored on {human(record.created_at)}, so it is due for deletion on {due}."
         )
     if record.state == RecordState.DELETED:
         when = human(record.deleted_at) if record.deleted_at else "an unrecorded time"

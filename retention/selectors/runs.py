@@ -11,10 +11,11 @@ import uuid
 from collections.abc import Iterable
 from datetime import datetime
 
-from django.db.models import Count, QuerySet
+from django.db.models import Count, QuerySet, Sum, Value
+from django.db.models.functions import Coalesce
 
 from retention.conf import settings
-from retention.models import BatchState, Run, RunBatch, RunMode, RunStatus
+from retention.models import BatchState, DeletionEvent, Run, RunBatch, RunMode, RunStatus
 
 
 def runs_covering(data_class: str) -> QuerySet[Run]:
@@ -90,3 +91,18 @@ def run_picked_up(run: Run) -> bool:
     if report.get("measured") or any(run.counts().values()):
         return True
     return RunBatch.objects.filter(run=run).exists()
+
+
+def run_outcomes_by_class(run_id: uuid.UUID) -> dict[str, dict[str, int]]:
+    """What a run did to each class, from its events: outcome → items (a page event
+    of rows counts its rows)."""
+    rows = (
+        DeletionEvent.objects.filter(run_id=run_id)
+        .values("data_class", "outcome")
+        .annotate(items=Sum(Coalesce("row_count", Value(1))))
+        .order_by("data_class")
+    )
+    found: dict[str, dict[str, int]] = {}
+    for row in rows:
+        found.setdefault(row["data_class"], {})[row["outcome"]] = int(row["items"] or 0)
+    return found

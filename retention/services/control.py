@@ -9,6 +9,7 @@ from django.db import transaction
 
 from retention.conf import settings
 from retention.exceptions import EnforcementNotAllowed, NotAllowed, UnknownDataClass
+from retention.formatting import format_duration
 from retention.models import DataClassMode, KillSwitch, Policy, Run
 from retention.selectors.runs import dry_run_reviewable
 from retention.services.policies import APPROVE_PERMISSION
@@ -30,7 +31,7 @@ def enforcement_enable(*, data_class: str, by: AbstractBaseUser, now: datetime) 
         if dry_run is None:
             raise EnforcementNotAllowed(
                 f"Enforcement for {data_class!r} needs a dry run covering it that finished "
-                f"within the last {settings.DRY_RUN_MAX_AGE}; run "
+                f"within the last {format_duration(settings.DRY_RUN_MAX_AGE)}; run "
                 f"`run_retention --dry-run --data-class {data_class}` and review it first."
             )
         Run.objects.filter(pk=dry_run.pk).update(reviewed_by=by, reviewed_at=now)

@@ -16,6 +16,7 @@ from django.db import transaction
 
 from retention.conf import settings
 from retention.exceptions import EnforcementNotAllowed, InvalidTransition, NotAllowed
+from retention.formatting import format_duration
 from retention.models import Policy, PolicyVersion, PolicyVersionStatus, Run, RunMode, RunStatus
 from retention.selectors.policies import RULE_FIELDS
 from retention.selectors.runs import dry_run_reviewable
@@ -118,7 +119,7 @@ def enforcement_enable_from_dry_run(
             reason = f"this dry run did not finish (it is {run.status})"
         elif run.finished_at is None or run.finished_at < now - settings.DRY_RUN_MAX_AGE:
             reason = (
-                f"this dry run is older than {settings.DRY_RUN_MAX_AGE} "
+                f"this dry run is older than {format_duration(settings.DRY_RUN_MAX_AGE)} "
                 "(RETENTION_DRY_RUN_MAX_AGE); run a new one and review it"
             )
         elif run.tenant_id or run.limit or run.report.get("record_ids"):

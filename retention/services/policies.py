@@ -256,7 +256,7 @@ def policy_version_approve(
         change = disposition_change(version, current)
         if change is not None and not confirm_disposition_change:
             raise DispositionChangeNotConfirmed(
-                f"{version.policy.data_class} v{version.number} changes what happens to "
+                f"{version.label} changes what happens to "
                 f"expired rows: {change.before} → {change.after}. The approver must confirm "
                 "this change explicitly (the confirmation box on the review page; "
                 "confirm_disposition_change=True in the API)."

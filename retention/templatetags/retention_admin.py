@@ -1,4 +1,8 @@
-"""Template helpers of the retention admin: the kill-switch banner, durations."""
+"""Template helpers of the retention admin: the kill-switch banner, instants and durations.
+
+The filters are ``retention.formatting``'s functions, so a page shows time as the
+commands and reports do: ``{{ run.started_at|instant }}``, ``{{ period|duration }}``.
+"""
 
 from __future__ import annotations
 
@@ -7,9 +11,16 @@ from typing import Any
 
 from django import template
 from django.template import Context
+from django.utils.dateparse import parse_datetime
+from django.utils.safestring import SafeString
 
-from retention.durations import approximate_duration, format_duration
-from retention.reporting import human
+from retention.formatting import (
+    NOTHING,
+    approximate_duration,
+    format_duration,
+    human,
+    instant_html,
+)
 from retention.selectors.control import kill_switch_engaged
 
 register = template.Library()
@@ -28,8 +39,23 @@ def retention_kill_switch_banner(context: Context) -> dict[str, Any]:
 
 
 @register.filter
+def instant(value: datetime | str | None) -> SafeString:
+    """An instant to the minute with its zone; the exact one in its tooltip. A report's
+    stored ISO string reads the same as a datetime."""
+    if isinstance(value, str):
+        value = parse_datetime(value)
+    return instant_html(value)
+
+
+@register.filter
 def duration(value: timedelta | None) -> str:
-    return format_duration(value)
+    return format_duration(value, none=NOTHING)
+
+
+@register.filter
+def margin(value: timedelta | None) -> str:
+    """A safety margin: 'none' rather than '0 days'."""
+    return format_duration(value, zero="none", none=NOTHING)
 
 
 @register.filter
@@ -52,4 +78,4 @@ def rule_value(value: object) -> str:
 @register.filter
 def human_instant(value: datetime | None) -> str:
     """An instant to the minute with its zone ("2026-12-03 08:02 UTC"), or a dash."""
-    return "—" if value is None else human(value)
+    return human(value, none=NOTHING)

@@ -41,7 +41,7 @@ def test_datamap_admin__a_governed_row_links_to_its_policy_and_its_last_run(gove
     row = row[: row.index("</tr>")]
     assert f'href="{policy_url}"' in row
     assert f'href="{run_url}"' in row
-    assert "v1, 60 days" in row
+    assert "version 1, 60 days" in row
     assert "contact" in page
     assert "UTC" in row
 

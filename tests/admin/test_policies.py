@@ -243,7 +243,7 @@ def test_version_page__shows_a_diff_against_the_version_in_force(
     assert diff["retention_period"].changed
     assert not diff["batch_size"].changed
     html = response.content.decode()
-    assert "Compared with v1 (approved (in force))" in html
+    assert "Compared with version 1 (approved (in force))" in html
     assert "30 days" in html and "60 days" in html
 
 

@@ -84,7 +84,10 @@ def test_review__the_adopting_version_shows_what_it_adopts_and_its_figures(
     response = bob_client.get(reverse("admin:retention_policyversion_review", args=[draft.pk]))
 
     html = response.content.decode()
-    assert "Approving v2 adopts the registration in the code, which differs from v1" in html
+    assert (
+        "Approving version 2 adopts the registration in the code, which differs from version 1"
+        in html
+    )
     assert "&quot;status&quot; = 500" in html
     # The figures under the scope in the code now: the error row only.
     assert response.context["row_figures"].backlog == 1
@@ -105,5 +108,5 @@ def test_version_page__the_version_in_force_says_its_rows_wait(logs, register_lo
     response = bob_client.get(reverse("admin:retention_policyversion_change", args=[logs.pk]))
 
     html = response.content.decode()
-    assert "The code no longer matches the registration approved with v1" in html
-    assert "As approved with v1" in html and "In the code now" in html
+    assert "The code no longer matches the registration approved with version 1" in html
+    assert "As approved with version 1" in html and "In the code now" in html

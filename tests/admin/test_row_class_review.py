@@ -126,7 +126,7 @@ def test_approve__from_the_review_page_stores_the_cascade_and_ends_the_stop_for_
     policy = Policy.objects.get(data_class="crm.account")
     assert (policy.review_reason, policy.review_since) == ("", None)
     assert (
-        "crm.account v1 approved and in force: it governs the rows of rowhost.Account."
+        "crm.account version 1 approved and in force: it governs the rows of rowhost.Account."
         in messages_of(response)
     )
 
@@ -142,7 +142,7 @@ def test_version_page__an_approved_version_shows_the_cascade_it_was_approved_wit
 
     assert response.context["cascade"] == approved
     html = response.content.decode()
-    assert "as approved with v1" in html
+    assert "as approved with version 1" in html
     assert "rowhost.Invoice.account" not in html
 
 

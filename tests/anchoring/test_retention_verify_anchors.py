@@ -90,7 +90,7 @@ def test_anchors__a_database_restored_from_a_dump_before_a_run_is_a_rollback(
     message = refused("--anchors")
     assert message == (
         f"rollback: the database is behind anchor {anchored} (its chain head is at batch "
-        f"{before}; anchored 2026-03-14T12:00:00.000000Z)"
+        f"{before}; anchored 2026-03-14 12:00 UTC)"
     )
 
 

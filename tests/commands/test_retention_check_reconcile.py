@@ -82,7 +82,7 @@ def test_check__a_reappeared_record_not_deleted_again_a_promise_later_exits_1(ma
     assert "idv.photo [enforce] BROKEN: reappeared objects not deleted again" in out
     assert (
         "  reappeared after deletion, not deleted again 1; oldest reappeared "
-        "2026-03-14T12:00:00Z, 1 day ago (over the promise)"
+        "2026-03-14 12:00 UTC, 1 day ago (over the promise)"
     ) in out
     assert error == "retention promise broken: idv.photo (reappeared objects not deleted again)"
     assert report["ok"] is False and report["broken"] == ["idv.photo"]
@@ -206,9 +206,9 @@ def test_check__prints_the_last_reconciliation_per_storage_and_its_age(db, recon
     at = lines.index("Last reconciliation per storage (the store compared with the records):")
     assert lines[at + 1 :] == [
         "  default: orphans 1, missing 0, reappeared 0, leftover versions 0; reconciled "
-        f"2026-03-14T10:00:00Z, 2 hours ago (dry run) (run {reconciled['newer'].pk})",
+        f"2026-03-14 10:00 UTC, 2 hours ago (dry run) (run {reconciled['newer'].pk})",
         "  s3: orphans 4, missing 1, reappeared 2, leftover versions 3; reconciled "
-        f"2026-03-11T12:00:00Z, 3 days ago (run {reconciled['older'].pk})",
+        f"2026-03-11 12:00 UTC, 3 days ago (run {reconciled['older'].pk})",
     ]
 
 

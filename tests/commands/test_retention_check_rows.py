@@ -49,7 +49,7 @@ def test_check__a_row_class_with_overdue_rows_is_broken(logs, now):
     assert "logs.request [enforce] BROKEN" in out
     # The oldest row's deadline is its date plus the period, not its own date.
     deadline = oldest.created_at + PERIOD
-    assert "backlog 5 rows; oldest due 2026-03-05T12:00:00Z, 9 days ago" in out
+    assert "backlog 5 rows; oldest due 2026-03-05 12:00 UTC, 9 days ago" in out
     assert "backlog 0" not in out
     row = by_class(report)["logs.request"]
     assert (row["backlog"], row["held"], row["ok"]) == (5, 0, False)

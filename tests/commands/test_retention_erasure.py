@@ -152,7 +152,7 @@ def test_show__the_request_its_scope_per_class_and_its_outcome(requests, decider
     assert f"  received {human(late.received_at)} from dpo" in lines
     assert "  approved 2026-12-03 08:02 UTC by decider" in lines
     assert "  idv.photo (tracked): 1 item; on erasure delete; holds covering some: none" in lines
-    assert "Outcome (settled 2026-12-03T08:01:00Z):" in lines
+    assert "Outcome (settled 2026-12-03 08:01 UTC):" in lines
     assert "  idv.photo: erased 1, redacted 0, kept 0, left 0, verified yes" in lines
     assert "Runs: 1" in lines
     assert any(line.startswith(f"  {erase.pk} finished") for line in lines)

@@ -62,6 +62,8 @@ def row_sample(
             "tenant_id": str(tenant_id) if row.tenant_field else None,
             "key_digest": digest,
             "due_at": _deadline(row, period, at).isoformat(),
+            # A row dated by its own column has an age; one carrying its deadline has none.
+            "created_at": None if row.by_expiry else at.isoformat(),
         }
         for (pk, at, tenant_id), digest in zip(picked, digests, strict=True)
     ]

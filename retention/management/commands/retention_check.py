@@ -8,12 +8,13 @@ or when an erasure request is past its due date unfinished (``erasure_overdue``)
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from retention.clock import db_now
+from retention.formatting import approximate_duration, human, rfc3339
 from retention.selectors.breaker import trip_summary
 from retention.selectors.erasure import ErasureStatus, erasure_status
 from retention.selectors.health import (
@@ -52,17 +53,7 @@ REASONS = {
 
 def _span(value: timedelta) -> str:
     """Two largest units: '3 days 2 hours', '40 minutes'."""
-    seconds = int(abs(value.total_seconds()))
-    parts = []
-    for unit, size in (("day", 86400), ("hour", 3600), ("minute", 60)):
-        n, seconds = divmod(seconds, size)
-        if n:
-            parts.append(f"{n} {unit}{'' if n == 1 else 's'}")
-    return " ".join(parts[:2]) or "less than a minute"
-
-
-def _when(value: datetime) -> str:
-    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return approximate_duration(abs(value), units=2)
 
 
 def _class_lines(check: ClassCheck, promise: timedelta) -> list[str]:
@@ -90,7 +81,7 @@ def _class_lines(check: ClassCheck, promise: timedelta) -> list[str]:
         since = check.now - check.reappeared.oldest_reappeared_at
         lines.append(
             f"  reappeared after deletion, not deleted again {check.reappeared.records}; "
-            f"oldest reappeared {_when(check.reappeared.oldest_reappeared_at)}, "
+            f"oldest reappeared {human(check.reappeared.oldest_reappeared_at)}, "
             f"{_span(since)} ago (over the promise)"
         )
     return lines
@@ -121,7 +112,7 @@ def _backlog_line(check: ClassCheck, promise: timedelta, *, unit: str, oldest: s
         return f"  backlog 0{unit}"
     late = "over" if h.overdue > promise else "within"
     return (
-        f"  backlog {h.backlog}{unit}; {oldest} {_when(h.oldest_eligible_at)}, "
+        f"  backlog {h.backlog}{unit}; {oldest} {human(h.oldest_eligible_at)}, "
         f"{_span(h.overdue)} ago ({late} the promise)"
     )
 
@@ -131,14 +122,14 @@ def _last_success_line(check: ClassCheck, what: str = "") -> str:
     run, age = check.health.last_success, check.last_success_age
     if run is None or run.finished_at is None or age is None:
         return "  last successful run: never"
-    return f"  last successful run {_when(run.finished_at)}, {_span(age)} ago (run {run.pk}){what}"
+    return f"  last successful run {human(run.finished_at)}, {_span(age)} ago (run {run.pk}){what}"
 
 
 def _breaker_line(check: ClassCheck, held_back: str) -> str:
     trip = check.health.breaker
     assert trip is not None
     return (
-        f"  volume breaker tripped {_when(trip.tripped_at)} (trip {trip.pk}): "
+        f"  volume breaker tripped {human(trip.tripped_at)} (trip {trip.pk}): "
         f"{trip_summary(trip.limit, trip.figures or {})}; {held_back} "
         "until an approver releases it"
     )
@@ -150,7 +141,7 @@ def _reconcile_line(item: StorageReconciliation, now: datetime) -> str:
         found += f", files of deleted rows {item.row_files['files_of_deleted_rows']}"
     dry = " (dry run)" if item.dry_run else ""
     return (
-        f"  {item.storage}: {found}; reconciled {_when(item.finished_at)}, "
+        f"  {item.storage}: {found}; reconciled {human(item.finished_at)}, "
         f"{_span(item.age(now))} ago{dry} (run {item.run_id})"
     )
 
@@ -158,7 +149,7 @@ def _reconcile_line(item: StorageReconciliation, now: datetime) -> str:
 def _lines(check: LagCheck) -> list[str]:
     lines = [
         f"Promise: expired records of enforced data classes are deleted within "
-        f"{_span(check.promise)} of their deadline (checked at {_when(check.now)})."
+        f"{_span(check.promise)} of their deadline (checked at {human(check.now)})."
     ]
     if check.paused is not None:
         lines.append(f"Kill switch engaged: nothing new is claimed ({check.paused.reason}).")
@@ -178,7 +169,7 @@ def _erasure_lines(status: ErasureStatus) -> list[str]:
     counts = ", ".join(f"{n} {state}" for state, n in status.by_state.items() if n)
     lines = [f"Erasure requests: {counts or 'none'}."]
     lines.extend(
-        f"  {r.pk} ({r.state}) OVERDUE: due {_when(r.due_at)}, received {_when(r.received_at)}"
+        f"  {r.pk} ({r.state}) OVERDUE: due {human(r.due_at)}, received {human(r.received_at)}"
         for r in status.overdue
     )
     return lines
@@ -189,7 +180,7 @@ def _erasure_as_json(status: ErasureStatus) -> dict[str, Any]:
         "ok": status.ok,
         "by_state": status.by_state,
         "overdue": [
-            {"id": str(r.pk), "state": r.state, "due_at": _when(r.due_at)} for r in status.overdue
+            {"id": str(r.pk), "state": r.state, "due_at": rfc3339(r.due_at)} for r in status.overdue
         ],
     }
 
@@ -205,7 +196,7 @@ def _worker_lines(check: WorkersCheck) -> list[str]:
         verdict = "SKEWED" if h.skewed(limit) else "ok"
         lines.append(
             f"  {h.host}: {abs(h.offset_seconds):.1f} seconds {way} the database, "
-            f"{_when(h.seen_at)} (run {h.run_id}) {verdict}"
+            f"{human(h.seen_at)} (run {h.run_id}) {verdict}"
         )
     if not check.hosts:
         lines.append("  no run or batch reported one yet")

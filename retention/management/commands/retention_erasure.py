@@ -19,15 +19,16 @@ from collections.abc import Callable
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.utils.dateparse import parse_datetime
 
 from retention.anchoring.stores import AnchorStoreError, anchor_store
 from retention.chain.erasure_journal import journal_read
 from retention.clock import db_now
 from retention.conf import settings
 from retention.engine.erasure_replay import erasures_replay
+from retention.formatting import human, rfc3339
 from retention.models import ErasureRequest, Run
 from retention.receipts.signed_heads import AnchorError, key_id, public_key_load
-from retention.reporting import human, rfc3339
 from retention.selectors.anchors import signing_key
 from retention.selectors.erasure import (
     ClassProgress,
@@ -137,8 +138,8 @@ def _show_lines(request: ErasureRequest, runs: list[Run]) -> list[str]:
     total = (request.scope or {}).get("total", 0)
     lines.append(f"Scope, frozen at receipt ({total} item{'' if total == 1 else 's'}):")
     lines += [_scope_line(c) for c in progress] or ["  no class"]
-    settled_at = (request.outcome or {}).get("settled_at")
-    lines.append(f"Outcome{f' (settled {settled_at})' if settled_at else ''}:")
+    settled_at = parse_datetime((request.outcome or {}).get("settled_at") or "")
+    lines.append(f"Outcome{f' (settled {human(settled_at)})' if settled_at else ''}:")
     lines += [_outcome_line(c) for c in progress] or ["  no class"]
     lines.append(f"Runs: {len(runs) or 'none'}")
     lines += [

@@ -10,6 +10,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from retention.clock import db_now
 from retention.conf import settings
 from retention.engine import ScheduleChange, schedules_install, schedules_remove
+from retention.formatting import human
 
 
 class Command(BaseCommand):
@@ -44,5 +45,5 @@ class Command(BaseCommand):
             self.stdout.write(self._line(change))
 
     def _line(self, change: ScheduleChange) -> str:
-        when = f", next run {change.next_run.isoformat()}" if change.next_run else ""
+        when = f", next run {human(change.next_run)}" if change.next_run else ""
         return f"{change.name}: {change.action} ({change.description}{when})"

@@ -408,7 +408,7 @@ def test_retention_check__an_open_request_past_its_due_date_fails_with_erasure_o
 
     assert "Erasure requests: 1 received, 1 approved, 1 cancelled." in on_time_out
     assert "OVERDUE" not in on_time_out and "erasure_overdue" not in on_time_error
-    assert f"  {late.pk} (approved) OVERDUE: due 2026-04-13T12:00:00Z" in out
+    assert f"  {late.pk} (approved) OVERDUE: due 2026-04-13 12:00 UTC" in out
     assert code == 1
     assert f"erasure_overdue: 1 erasure request(s) past their due date unfinished ({late.pk})" in (
         error

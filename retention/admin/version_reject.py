@@ -62,7 +62,7 @@ def reject_view(
         if done is not None:
             model_admin.message_user(
                 request,
-                f"{version.policy.data_class} v{version.number} returned to "
+                f"{version.label} returned to "
                 f"{version.author.get_username()} as a draft, with your reason.",
                 messages.SUCCESS,
             )
@@ -72,7 +72,7 @@ def reject_view(
         "admin/retention/policyversion/reject.html",
         {
             **model_admin.admin_site.each_context(request),
-            "title": f"Reject {version.policy.data_class} v{version.number}",
+            "title": f"Reject {version.label}",
             "opts": model_admin.opts,
             "original": version,
             "is_author": version.author_id == request.user.pk,

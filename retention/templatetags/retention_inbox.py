@@ -88,7 +88,7 @@ def inbox_entries(inbox: Inbox, *, user: Any, now: Any) -> list[Entry]:
         entries.append(
             Entry(
                 "waiting",
-                f"{version.policy.data_class} v{version.number} waits for your approval",
+                f"{version.label} waits for your approval",
                 f"written by {version.author.get_username()}, submitted "
                 f"{human(version.submitted_at)}",
                 reverse("admin:retention_policyversion_review", args=[version.pk]),
@@ -100,8 +100,7 @@ def inbox_entries(inbox: Inbox, *, user: Any, now: Any) -> list[Entry]:
         entries.append(
             Entry(
                 "returned",
-                f"{version.policy.data_class} v{version.number} returned to you: "
-                f"{version.rejection_reason}",
+                f"{version.label} returned to you: {version.rejection_reason}",
                 f"by {by}, {human(version.rejected_at)}; change the draft and submit it again",
                 reverse("admin:retention_policyversion_change", args=[version.pk]),
                 "Open the draft",

@@ -23,7 +23,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.core.management import call_command
-from django.db import connection
+from django.db import connection, connections
 
 from retention.models import DataClassMode, Policy, PolicyVersion, PolicyVersionStatus, Run
 from retention.services.governance import APPROVERS_GROUP, AUTHORS_GROUP
@@ -48,6 +48,10 @@ def browser(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
             executable_path=chromium_executable(), args=CHROMIUM_ARGS
         )
         yield chromium
+        # The test's queries ran while Playwright's loop was running, on
+        # connections of that context: closed here, in it, so the next
+        # browser test does not find them terminated below.
+        connections.close_all()
         chromium.close()
     _close_live_server_connections()
 

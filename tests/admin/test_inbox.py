@@ -37,7 +37,7 @@ def test_inbox__lists_a_version_waiting_for_another_approver(alice, bob_client, 
 
     inbox = _inbox(bob_client)
 
-    assert "idv.photo v1 waits for your approval" in inbox
+    assert "idv.photo version 1 waits for your approval" in inbox
     assert "written by alice" in inbox
     assert _links(inbox, "waiting") == [
         reverse("admin:retention_policyversion_review", args=[version.pk])
@@ -52,7 +52,7 @@ def test_inbox__the_author_of_a_rejected_version_reads_why(alice, bob, alice_cli
 
     inbox = _inbox(alice_client)
 
-    assert "idv.photo v1 returned to you: The contract says 90 days" in inbox
+    assert "idv.photo version 1 returned to you: The contract says 90 days" in inbox
     assert "by bob" in inbox
     assert _links(inbox, "returned") == [
         reverse("admin:retention_policyversion_change", args=[version.pk])
@@ -149,7 +149,7 @@ def test_inbox__on_the_dashboard_too(alice, bob_client, now):
 
     inbox = _inbox(bob_client, "admin:retention_policy_dashboard")
 
-    assert "idv.photo v1 waits for your approval" in inbox
+    assert "idv.photo version 1 waits for your approval" in inbox
 
 
 def test_inbox__says_when_nothing_waits(bob_client):

@@ -41,7 +41,7 @@ def test_reject__returns_the_version_to_its_author_who_sees_why(
     page = bob_client.get(_reject(version))
     response = bob_client.post(_reject(version), {"reason": REASON}, follow=True)
 
-    assert "Rejecting returns idv.photo v1 to its author, <strong>alice</strong>" in (
+    assert "Rejecting returns idv.photo version 1 to its author, <strong>alice</strong>" in (
         page.content.decode()
     )
     version.refresh_from_db()

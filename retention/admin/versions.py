@@ -46,9 +46,6 @@ from retention.services.policies import APPROVE_PERMISSION, RETIRE_PERMISSION
 if TYPE_CHECKING:
     from django_stubs_ext import FieldsetSpec
 
-# --------------------------------------------------------------------------
-# Versions
-
 
 @admin.register(PolicyVersion)
 class PolicyVersionAdmin(ChangeContextMixin[PolicyVersion]):
@@ -85,8 +82,6 @@ class PolicyVersionAdmin(ChangeContextMixin[PolicyVersion]):
     def has_delete_permission(self, request: HttpRequest, obj: PolicyVersion | None = None) -> bool:
         return False
 
-    # ------------------------------------------------------------------- lists
-
     @admin.display(description="retention period", ordering="retention_period")
     def period(self, obj: PolicyVersion) -> str:
         return format_duration(obj.retention_period)
@@ -94,8 +89,6 @@ class PolicyVersionAdmin(ChangeContextMixin[PolicyVersion]):
     @admin.display(description="safety margin", ordering="safety_margin")
     def margin(self, obj: PolicyVersion) -> str:
         return format_duration(obj.safety_margin)
-
-    # -------------------------------------------------------------------- forms
 
     def get_fieldsets(self, request: HttpRequest, obj: PolicyVersion | None = None) -> FieldsetSpec:
         rules = [name for name in RULE_FORM_FIELDS if name not in ADVANCED_FIELDS]

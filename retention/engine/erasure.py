@@ -14,8 +14,9 @@ once one is released), executing while anything else is left.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import datetime
+from typing import Any
 
 from django.db import transaction
 
@@ -78,6 +79,33 @@ def erasure_start(
     return run_start(mode=RunMode.ERASE, trigger=trigger, erasure=begun, now=now)
 
 
+def _started(clock: Callable[[], datetime], *, verb: str, **start: Any) -> Iterator[Run]:
+    """Start a run for each due request (``erasure_start``'s arguments), one at a time.
+
+    Nothing starts while paused (a refused run a request would be no news);
+    a dead process's erase run is closed first, so its request is due; a
+    request whose run is refused (a lease another run holds) is left for the
+    next trigger and logged.
+    """
+    if kill_switch_paused():
+        return
+    runs_abandon_stale(clock())
+    for request in erasures_due(now=clock()):
+        try:
+            run = erasure_start(request=request, now=clock(), **start)
+        except (RunRefused, InvalidTransition) as exc:
+            logger.warning(
+                "erasure request %s not %s now: %s",
+                request.pk,
+                verb,
+                exc,
+                extra={"erasure_id": str(request.pk)},
+            )
+            continue
+        if run is not None:
+            yield run
+
+
 def erasures_execute(
     *,
     clock: Callable[[], datetime],
@@ -86,29 +114,11 @@ def erasures_execute(
 ) -> list[Run]:
     """Run every due erasure request inline, one after the other (``run_retention``).
 
-    A request whose run is refused (the kill switch, a lease another run
-    holds) is left for the next trigger and logged; one whose run fails is
-    closed with its error; the others, and the caller's sweep, go on.
+    One whose run fails is closed with its error; the others, and the
+    caller's sweep, go on.
     """
     runs: list[Run] = []
-    if kill_switch_paused():
-        # Nothing starts while paused (a refused run a request would be no news).
-        return runs
-    # A dead process's erase run must not keep its request from being due.
-    runs_abandon_stale(clock())
-    for request in erasures_due(now=clock()):
-        try:
-            run = erasure_start(request=request, now=clock(), trigger=RunTrigger.COMMAND)
-        except (RunRefused, InvalidTransition) as exc:
-            logger.warning(
-                "erasure request %s not executed now: %s",
-                request.pk,
-                exc,
-                extra={"erasure_id": str(request.pk)},
-            )
-            continue
-        if run is None:
-            continue
+    for run in _started(clock, verb="executed", trigger=RunTrigger.COMMAND):
         try:
             run = run_execute(run=run, clock=clock, progress=progress, max_seconds=max_seconds)
         except Exception as exc:
@@ -121,21 +131,4 @@ def erasures_execute(
 
 def erasures_enqueue(*, now: datetime) -> list[Run]:
     """Publish a queued run for every due erasure request (the watchdog, approval)."""
-    runs: list[Run] = []
-    if kill_switch_paused():
-        return runs
-    runs_abandon_stale(now)
-    for request in erasures_due(now=now):
-        try:
-            run = erasure_start(request=request, now=now, executor=RunExecutor.QUEUE)
-        except (RunRefused, InvalidTransition) as exc:
-            logger.warning(
-                "erasure request %s not queued now: %s",
-                request.pk,
-                exc,
-                extra={"erasure_id": str(request.pk)},
-            )
-            continue
-        if run is not None:
-            runs.append(run)
-    return runs
+    return list(_started(lambda: now, verb="queued", executor=RunExecutor.QUEUE))

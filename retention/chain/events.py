@@ -294,18 +294,26 @@ def _append(
             event.event_hash = leaf.hex()
         batch = EventBatch(run_id=run_id, size=len(fresh), root=root.hex(), created_at=now)
         if connection.vendor == "postgresql":
-            batch_id = _chain_in_one_statement(batch, also)
-        else:
-            head_seq, head_chain = head or _head_locked()
-            batch.seq = head_seq + 1
-            batch.previous_chain = head_chain
-            batch.chain = evidence.chain_hash(
-                bytes.fromhex(head_chain), batch.seq, batch.size, root
-            ).hex()
-            batch.save(force_insert=True)
-            ChainHead.objects.filter(pk=1).update(seq=batch.seq, chain=batch.chain)
-            _execute(also)
-            batch_id = batch.pk
+            # The events go in first, under the batch's id drawn ahead (their
+            # foreign key is checked at commit): a concurrent page's append
+            # waits for the chain head only while this one links its root and
+            # commits, never while a thousand events are copied.
+            batch.pk = _batch_id_drawn()
+            for event in fresh:
+                event.batch_id = batch.pk
+            _insert(fresh)
+            _chain_in_one_statement(batch, also)
+            return fresh
+        head_seq, head_chain = head or _head_locked()
+        batch.seq = head_seq + 1
+        batch.previous_chain = head_chain
+        batch.chain = evidence.chain_hash(
+            bytes.fromhex(head_chain), batch.seq, batch.size, root
+        ).hex()
+        batch.save(force_insert=True)
+        ChainHead.objects.filter(pk=1).update(seq=batch.seq, chain=batch.chain)
+        _execute(also)
+        batch_id = batch.pk
         for event in fresh:
             event.batch_id = batch_id
         _insert(fresh)
@@ -323,10 +331,24 @@ def _fresh(events: Sequence[AnyEvent], recorded: set[str]) -> list[AnyEvent]:
     return fresh
 
 
-def _chain_in_one_statement(batch: EventBatch, also: Statement | None) -> int:
-    """Lock the chain head, chain ``batch`` (its size and root set) to it, insert
-    it and move the head: one statement, the chain hash computed by the server
-    (``evidence.chain_hash``, spelled in SQL). Returns the batch's id.
+def _batch_id_drawn() -> int:
+    """The next batch id from its sequence, before the batch is chained."""
+    table = EventBatch._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT nextval(pg_get_serial_sequence(%s, 'id'))", [table])
+        row = cursor.fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def _chain_in_one_statement(batch: EventBatch, also: Statement | None) -> None:
+    """Lock the chain head, chain ``batch`` (its id, size and root set) to it,
+    insert it and move the head: one statement, the chain hash computed by the
+    server (``evidence.chain_hash``, spelled in SQL).
+
+    The caller makes it the last statement of its transaction: the head's
+    lock is held from here until the commit, so batches commit in the order
+    of their ``seq``, and that is the order readers page in.
 
     The head's lock is the first thing the statement takes (the main query,
     ``moved`` and ``also`` all read ``new``, which reads the locked row), so
@@ -349,19 +371,18 @@ def _chain_in_one_statement(batch: EventBatch, also: Statement | None) -> int:
         "|| int8send(%s::bigint) || decode(%s, 'hex')), 'hex') AS chain FROM old), "
         f"moved AS (UPDATE {head} SET seq = new.seq, chain = new.chain FROM new "
         f"WHERE {head}.id = 1){also_sql} "
-        f"INSERT INTO {table} (seq, run_id, size, root, previous_chain, chain, created_at) "
-        "SELECT seq, %s, %s, %s, previous, chain, %s FROM new RETURNING id"
+        f"INSERT INTO {table} (id, seq, run_id, size, root, previous_chain, chain, created_at) "
+        "SELECT %s, seq, %s, %s, %s, previous, chain, %s FROM new RETURNING id"
     )
-    params = [batch.size, batch.root, *also_params, batch.run_id, batch.size, batch.root]
+    params = [batch.size, batch.root, *also_params, batch.pk, batch.run_id, batch.size]
     with connection.cursor() as cursor:
-        cursor.execute(sql, [*params, batch.created_at])
+        cursor.execute(sql, [*params, batch.root, batch.created_at])
         row = cursor.fetchone()
     if row is None:
         # No head (the migration creates it; a flushed test database may not
         # have it), so nothing ran, ``also`` neither: again, with a head.
         ChainHead.objects.get_or_create(pk=1)
-        return _chain_in_one_statement(batch, also)
-    return int(row[0])
+        _chain_in_one_statement(batch, also)
 
 
 def _column(field: Field[Any, Any]) -> str:

@@ -21,7 +21,13 @@ from retention.conf import settings
 from retention.models import Disposition, EventKind, EventOutcome, data_class_validator
 from retention.rest.csv import CSVStreamMixin, CSVStreamRenderer, stream_csv
 from retention.rest.filters import PeriodFilterSerializer
-from retention.rest.pagination import MAX_PAGE_SIZE, ReceiptCursorPagination, page_serializer
+from retention.rest.pagination import (
+    MAX_PAGE_SIZE,
+    POSITION,
+    ReceiptCursorPagination,
+    commit_ordered,
+    page_serializer,
+)
 from retention.rest.proofs import InclusionProofSerializer
 from retention.rest.schema import error_responses
 from retention.rest.views import TenantApiView
@@ -164,7 +170,7 @@ class DeletionListApi(CSVStreamMixin, TenantApiView):
         operation_id="deletions_list",
         summary="Your deletion receipts",
         description="Receipts of your objects and rows that are gone, and of your rows that "
-        "were redacted (`outcome` `redacted`), in the order they were recorded, "
+        "were redacted (`outcome` `redacted`), in the order they were committed, "
         "cursor-paginated. `?format=csv` (or `Accept: text/csv`) streams every matching "
         "receipt as CSV, by deletion time; with `cursor` or `page_size`, one page of them, "
         "as the JSON page, its links in a `Link` header.",
@@ -203,8 +209,8 @@ class DeletionListApi(CSVStreamMixin, TenantApiView):
         receipts = deletion_receipts(tenant_id=self.tenant_id, **period)
         page = paginator.paginate_queryset(receipts.only("id"), self.request, view=self) or []
         rows = (
-            receipts.filter(id__in=[event.pk for event in page])
-            .order_by("id")
+            commit_ordered(receipts.filter(id__in=[event.pk for event in page]))
+            .order_by(POSITION)
             .values_list(*RECEIPT_FIELDS)
         )
         response = stream_csv(header=CSV_HEADER, rows=list(rows), filename=filename)

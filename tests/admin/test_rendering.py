@@ -106,8 +106,9 @@ def seeded(make_policy, register_accounts, register_logs, alice, bob, now, setti
     )
 
     for tenant in ("acme", "globex"):
-        for _ in range(3):
-            put_tracked(tenant_id=tenant, now=now - timedelta(days=100))
+        for i in range(3):
+            # Sizes as a host gives them, and one without (a sample says "not recorded").
+            put_tracked(tenant_id=tenant, now=now - timedelta(days=100), size=i * 1_200_000 or None)
             put_tracked(tenant_id=tenant, data_class="pod.scan", now=now - timedelta(days=40))
     put_tracked(now=now)
     failed = put_tracked(tenant_id="initech", now=now - timedelta(days=100))

@@ -116,12 +116,16 @@ def track(
     object_key: str,
     storage: str = "default",
     subject_id: str | int | None = None,
+    size: int | None = None,
     now: datetime | None = None,
 ) -> RetentionRecord:
     """Start the retention clock of an object the host has just written.
 
     ``subject_id``, the host's stable id of the person the object is about,
     is kept as a keyed digest (``record.subject_digest``), never as given.
+    ``size``, the object's size in bytes if the host knows it (it just wrote
+    the object), is shown beside the record in a dry run's sample; left None,
+    the sample says "not recorded" and the storage is not asked.
     """
     now = _now(now)
     record = services.record_track(
@@ -130,6 +134,7 @@ def track(
         object_key=object_key,
         storage=storage,
         subject_id=subject_id,
+        size=size,
         now=now,
     )
     engine.record_dispose_at_write(record=record, now=now)

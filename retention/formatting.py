@@ -1,11 +1,12 @@
-"""Time and duration as people and machines read them: the one spelling.
+"""Time, duration and size as people and machines read them: the one spelling.
 
 Every screen, report, command line and error message shows an instant to
-the minute with its zone ("2026-12-03 08:02 UTC") and a duration in words
-("60 days", "1 day 6 hours"); machines (``--json``, REST, exports) get
-RFC 3339 in UTC with ``Z``. The admin's template filters
-(``retention_admin``) and its list columns call these functions, so a new
-page cannot grow a sixth way of showing time.
+the minute with its zone ("2026-12-03 08:02 UTC"), a duration in words
+("60 days", "1 day 6 hours") and a size in decimal units ("2.4 MB");
+machines (``--json``, REST, exports) get RFC 3339 in UTC with ``Z`` and
+sizes in bytes. The admin's template filters (``retention_admin``) and its
+list columns call these functions, so a new page cannot grow a sixth way
+of showing time.
 """
 
 from __future__ import annotations
@@ -100,3 +101,36 @@ def _count(n: int, unit: str) -> str:
 def count(n: int, singular: str, plural: str | None = None) -> str:
     """'1 event', '3 events', '2 batches': a number with its noun."""
     return f"{n} {singular if n == 1 else (plural or singular + 's')}"
+
+
+# Decimal (SI) units, as storage consoles and bills count: 1 kB = 1,000 bytes.
+_SIZE_UNITS = ("kB", "MB", "GB", "TB", "PB", "EB")
+
+
+def format_bytes(value: int | None, *, none: str = NOTHING) -> str:
+    """A size as people read it: 0 -> '0 bytes', 2_400_000 -> '2.4 MB', 52_000 -> '52 kB'.
+
+    One decimal under 10 of a unit, none from 10 up; never "1000 kB".
+    """
+    if value is None:
+        return none
+    if value < 1000:
+        return _count(value, "byte")
+    amount, unit = value / 1000, _SIZE_UNITS[0]
+    for bigger in _SIZE_UNITS[1:]:
+        if float(_rounded(amount)) < 1000:
+            break
+        amount, unit = amount / 1000, bigger
+    return f"{_rounded(amount)} {unit}"
+
+
+def _rounded(amount: float) -> str:
+    return f"{amount:.1f}" if amount < 9.95 else f"{amount:.0f}"
+
+
+def bytes_html(value: int | None, *, unknown: str = "not recorded") -> SafeString:
+    """A size in words with the exact count of bytes in its tooltip; "—" (why, in
+    its tooltip) when there is none."""
+    if value is None:
+        return format_html('<span title="{}">{}</span>', unknown, NOTHING)
+    return format_html('<span title="{} bytes">{}</span>', f"{value:,}", format_bytes(value))

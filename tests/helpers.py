@@ -52,11 +52,17 @@ def put_tracked(
     now: datetime,
     storage: str = "default",
     body: bytes = b"x",
+    size: int | None = None,
 ) -> RetentionRecord:
     key = key or f"{tenant_id}/{data_class}/{now.timestamp():.0f}-{RetentionRecord.objects.count()}"
     saved = storages[storage].save(key, ContentFile(body))
     return services.record_track(
-        tenant_id=tenant_id, data_class=data_class, object_key=saved, now=now, storage=storage
+        tenant_id=tenant_id,
+        data_class=data_class,
+        object_key=saved,
+        now=now,
+        storage=storage,
+        size=size,
     )
 
 

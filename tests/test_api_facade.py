@@ -221,6 +221,41 @@ def test_track__computes_expiry_from_the_version_in_force(author, approver, now)
     assert (record.state, record.row_version, record.storage) == ("active", 1, "default")
 
 
+def test_track__keeps_the_size_the_host_gives_and_asks_no_storage_without_one(
+    make_policy, now, monkeypatch
+):
+    make_policy("pod.scan", timedelta(days=30))
+
+    def no_round_trip(*args, **kwargs):
+        raise AssertionError("track asked the storage")
+
+    for name in ("size", "exists", "open"):
+        monkeypatch.setattr(type(storages["default"]), name, no_round_trip)
+
+    sized = api.track(
+        tenant_id="acme", data_class="pod.scan", object_key="acme/a.pdf", size=2_400_000, now=now
+    )
+    empty = api.track(
+        tenant_id="acme", data_class="pod.scan", object_key="acme/e.pdf", size=0, now=now
+    )
+    unknown = api.track(tenant_id="acme", data_class="pod.scan", object_key="acme/b.pdf", now=now)
+
+    sizes = dict(RetentionRecord.objects.values_list("pk", "size_bytes"))
+    assert (sizes[sized.pk], sizes[empty.pk], sizes[unknown.pk]) == (2_400_000, 0, None)
+
+
+@pytest.mark.parametrize("bad", [-1, 2.5, "10", True])
+def test_track__a_size_that_is_not_a_count_of_bytes_is_refused(make_policy, now, bad):
+    make_policy("pod.scan", timedelta(days=30))
+
+    with pytest.raises(RetentionError, match="number of bytes"):
+        api.track(
+            tenant_id="acme", data_class="pod.scan", object_key="acme/a.pdf", size=bad, now=now
+        )
+
+    assert not RetentionRecord.objects.exists()
+
+
 def test_track__without_now_uses_the_current_utc_time(author, approver, now):
     approved("pod.scan", timedelta(days=30), author=author, approver=approver, now=now)
 

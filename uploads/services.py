@@ -65,6 +65,7 @@ def upload_create(
                 object_key=saved_key,
                 storage=storage,
                 subject_id=subject_id,
+                size=file.size,
                 now=now,
             )
             return Upload.objects.create(

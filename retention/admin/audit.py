@@ -29,6 +29,7 @@ from retention.admin.base import (
     report_refusal,
 )
 from retention.digest import key_digest
+from retention.formatting import bytes_html
 from retention.models import DeletionEvent, EventKind, RetentionRecord
 from retention.selectors.evidence import row_subjects
 from retention.services.policies import APPROVE_PERMISSION
@@ -81,6 +82,7 @@ class RetentionRecordAdmin(CsvExportMixin[RetentionRecord], ReadOnlyAdmin[Retent
         "data_class",
         "storage",
         "key_digest",
+        "size",
         "policy_version",
         "created_at",
         "expires_at",
@@ -96,13 +98,14 @@ class RetentionRecordAdmin(CsvExportMixin[RetentionRecord], ReadOnlyAdmin[Retent
         "deleted_at",
         "events_link",
     )
-    readonly_fields = ("events_link",)
+    readonly_fields = ("size", "events_link")
     export_fields = (
         "id",
         "tenant_id",
         "data_class",
         "storage",
         "key_digest",
+        "size_bytes",
         "policy_version__policy__data_class",
         "policy_version__number",
         "created_at",
@@ -149,6 +152,10 @@ class RetentionRecordAdmin(CsvExportMixin[RetentionRecord], ReadOnlyAdmin[Retent
     @admin.display(description="key digest")
     def short_digest(self, obj: RetentionRecord) -> str:
         return obj.key_digest[:12] + "…"
+
+    @admin.display(description="size", ordering="size_bytes")
+    def size(self, obj: RetentionRecord) -> str:
+        return bytes_html(obj.size_bytes)
 
     @admin.display(description="events")
     def events_link(self, obj: RetentionRecord) -> str:

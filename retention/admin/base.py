@@ -25,10 +25,10 @@ from django.urls import URLPattern, path, reverse
 from django.utils import timezone
 from django.utils.duration import duration_iso_string
 
-from retention.admin.times import HumanTimesMixin
 from retention.csvstream import csv_response
 from retention.exceptions import RetentionError
 from retention.formatting import format_duration, rfc3339
+from retention.human_times import HumanTimesMixin
 from retention.models import Policy, PolicyVersion
 from retention.selectors.policies import lock_violation
 

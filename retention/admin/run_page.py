@@ -147,10 +147,14 @@ def class_words(data_classes: Any, *, at_most: int | None = None) -> str:
 
 
 def sample_with_ages(run: Run, sample: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """A dry run's sample with each item's age when the run measured it (where known)."""
+    """A dry run's sample with each item's age when the run measured it (where known).
+
+    A record's size is None when the host gave none, and in a report stored
+    before sizes were sampled: both read "not recorded".
+    """
     shown = []
     for item in sample:
         created = parse_datetime(item.get("created_at") or "")
         age = run.started_at - created if created is not None else None
-        shown.append({**item, "age": age})
+        shown.append({**item, "age": age, "size_bytes": item.get("size_bytes")})
     return shown

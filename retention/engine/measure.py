@@ -2,8 +2,8 @@
 
 Measuring is a handful of aggregate queries, never a walk over rows, so a
 dry run over millions of records stays flat in memory. The report shows a
-reviewer counts per class and tenant, held counts, a sample of ids and key
-digests (never keys), and the rows waiting for review.
+reviewer counts per class and tenant, held counts, a sample of ids, sizes and
+key digests (never keys), and the rows waiting for review.
 """
 
 from __future__ import annotations
@@ -130,7 +130,8 @@ def dry_run_report(run: Run, row_figures: dict[str, dict[str, Any]]) -> dict[str
         .values_list("data_class")
         .annotate(n=Count("id"))
     )
-    # A small sample for the reviewer: ids, ages and key digests, never keys.
+    # A small sample for the reviewer: ids, ages, sizes (None: the host gave
+    # none) and key digests, never keys.
     samples = {
         name: [
             {
@@ -139,11 +140,12 @@ def dry_run_report(run: Run, row_figures: dict[str, dict[str, Any]]) -> dict[str
                 "key_digest": r["key_digest"],
                 "created_at": r["created_at"].isoformat(),
                 "due_at": r["expires_at"].isoformat(),
+                "size_bytes": r["size_bytes"],
             }
             for r in expired.not_held()
             .filter(data_class=name)
             .order_by("expires_at", "id")
-            .values("id", "tenant_id", "key_digest", "created_at", "expires_at")[
+            .values("id", "tenant_id", "key_digest", "created_at", "expires_at", "size_bytes")[
                 : settings.REPORT_SAMPLE_SIZE
             ]
         ]

@@ -258,6 +258,9 @@ class RetentionRecord(models.Model):
     # The data subject, as ``retention.digest.subject_digest`` of the id the
     # host gave ``track(subject_id=)``; never the id. "" when none was given.
     subject_digest = models.CharField(max_length=64, blank=True, default="", db_default="")
+    # The object's size in bytes as the host gave ``track(size=)``; NULL when
+    # it did not (no storage round trip is made to find out).
+    size_bytes = models.PositiveBigIntegerField(null=True, blank=True)
 
     objects = RecordQuerySet.as_manager()
 

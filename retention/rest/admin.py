@@ -21,6 +21,7 @@ from django.utils import timezone
 from rest_framework_api_key import admin as api_key_admin  # noqa: F401  (registers APIKey)
 from rest_framework_api_key.models import APIKey
 
+from retention.human_times import HumanTimesMixin
 from retention.rest.models import TenantAPIKey
 from retention.rest.services import (
     InvalidTenantKey,
@@ -50,7 +51,12 @@ class TenantAPIKeyForm(forms.ModelForm[TenantAPIKey]):
 
 
 @admin.register(TenantAPIKey)
-class TenantAPIKeyAdmin(admin.ModelAdmin[TenantAPIKey]):
+class TenantAPIKeyAdmin(HumanTimesMixin[TenantAPIKey], admin.ModelAdmin[TenantAPIKey]):
+    """Created, expiry and revocation read "2026-12-03 08:02 UTC" (``HumanTimesMixin``)."""
+
+    # A key with no expiry date is valid until revoked.
+    human_none = {"expiry_date": "never", "revoked_at": "not revoked"}
+
     form = TenantAPIKeyForm
     list_display = (
         "prefix",

@@ -47,17 +47,23 @@ def record_track(
     now: datetime,
     storage: str = "default",
     subject_id: Any = None,
+    size: int | None = None,
 ) -> RetentionRecord:
     """Start the retention clock of an object the host has written.
 
     ``subject_id`` names the object's data subject; the record keeps its
     keyed digest (``retention.digest.subject_digest``), never the id.
+    ``size``, the object's size in bytes, is what a dry run's sample shows;
+    None records none (the storage is not asked: tracking costs no round trip).
     A zero period deletes at write time, by a run: the caller has the engine
     sweep the record (``retention.engine.at_write``), as ``retention.api.track`` does.
     """
     if not tenant_id:
         raise RetentionError("tenant_id is required.")
     subject = "" if subject_id is None else subject_digest(subject_id)
+    # bool is an int: size=True is a caller's mistake, not one byte.
+    if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 0):
+        raise RetentionError(f"size is a number of bytes (an int, 0 or more), not {size!r}.")
     if storage not in django_settings.STORAGES:
         known = ", ".join(sorted(django_settings.STORAGES))
         raise RetentionError(f"Unknown storage alias {storage!r}; known: {known}.")
@@ -76,6 +82,7 @@ def record_track(
         created_at=now,
         expires_at=now + version.retention_period,
         subject_digest=subject,
+        size_bytes=size,
     )
     if storage in mirrored_storages():
         # An active hold may already cover it: its object gets the legal hold.

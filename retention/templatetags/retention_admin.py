@@ -1,4 +1,4 @@
-"""Template helpers of the retention admin: the kill-switch banner, instants and durations.
+"""Template helpers of the retention admin: the kill-switch banner, instants, durations, sizes.
 
 The filters are ``retention.formatting``'s functions, so a page shows time as the
 commands and reports do: ``{{ run.started_at|instant }}``, ``{{ period|duration }}``.
@@ -17,6 +17,7 @@ from django.utils.safestring import SafeString
 from retention.formatting import (
     NOTHING,
     approximate_duration,
+    bytes_html,
     format_duration,
     human,
     instant_html,
@@ -61,6 +62,13 @@ def margin(value: timedelta | None) -> str:
 @register.filter
 def age(value: timedelta | None) -> str:
     return approximate_duration(value)
+
+
+@register.filter
+def size(value: object) -> SafeString:
+    """A size in bytes in words ("2.4 MB"), the exact count in its tooltip; a dash
+    saying "not recorded" when there is none (a report from before sizes were kept)."""
+    return bytes_html(value if isinstance(value, int) and not isinstance(value, bool) else None)
 
 
 @register.filter

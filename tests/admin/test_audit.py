@@ -117,6 +117,25 @@ def test_records__never_show_the_object_key(trail, bob_client):
         assert r.object_key not in page.content.decode()
 
 
+def test_records__a_records_page_and_export_show_its_size_when_the_host_gave_one(
+    make_policy, bob_client, now
+):
+    make_policy()
+    sized = put_tracked(now=now, size=52_000)
+    unsized = put_tracked(now=now)
+
+    def page(record):
+        url = reverse("admin:retention_retentionrecord_change", args=[record.pk])
+        return bob_client.get(url).content.decode()
+
+    export = bob_client.get(reverse("admin:retention_retentionrecord_export"))
+
+    assert '<span title="52,000 bytes">52 kB</span>' in page(sized)
+    assert '<span title="not recorded">—</span>' in page(unsized)
+    rows = list(csv.DictReader(io.StringIO(b"".join(export.streaming_content).decode())))
+    assert {int(r["id"]): r["size_bytes"] for r in rows} == {sized.pk: "52000", unsized.pk: ""}
+
+
 def test_events__filter_by_outcome_tenant_and_run_and_search_by_record(trail, bob_client):
     r = trail["records"]
     run = trail["run"]

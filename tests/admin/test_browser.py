@@ -121,7 +121,8 @@ def test_browser__draft_approve_dry_run_enable_enforcement_and_dashboard(
     make_policy(period=timedelta(days=30), enforce=False)
     make_policy(data_class="logs.integration", period=timedelta(days=7), enforce=False)
     for tenant, age in [("acme", 45), ("acme", 40), ("globex", 35), ("globex", 20), ("acme", 3)]:
-        put_tracked(tenant_id=tenant, now=now - timedelta(days=age))
+        # Sizes as an upload gives them: the report's sample (and its screenshot) shows them.
+        put_tracked(tenant_id=tenant, now=now - timedelta(days=age), size=age * 61_000)
     for age in (12, 9, 2):
         put_tracked(tenant_id="acme", data_class="logs.integration", now=now - timedelta(days=age))
     OUTPUT.mkdir(exist_ok=True)

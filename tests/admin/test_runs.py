@@ -57,6 +57,39 @@ def test_report__shows_counts_tenants_and_a_sample_of_digests_never_keys(photos,
     assert 'data-enable="idv.photo"' in html
 
 
+def test_report__the_sample_shows_each_records_size_or_that_none_was_recorded(
+    make_policy, bob_client, now
+):
+    make_policy(enforce=False)
+    sized = put_tracked(now=now - timedelta(days=40), size=2_400_000)
+    unsized = put_tracked(now=now - timedelta(days=35))
+    run = dry_run(now=now)
+
+    html = bob_client.get(_report(run)).content.decode()
+
+    sample = run.report["sample"]["idv.photo"]
+    assert [(s["record_id"], s["size_bytes"]) for s in sample] == [
+        (sized.pk, 2_400_000),
+        (unsized.pk, None),
+    ]
+    assert '<td class="retention-size"><span title="2,400,000 bytes">2.4 MB</span></td>' in html
+    assert '<td class="retention-size"><span title="not recorded">—</span></td>' in html
+
+
+def test_report__a_report_stored_before_sizes_were_sampled_still_renders(photos, bob_client, now):
+    run = dry_run(now=now)
+    for item in run.report["sample"]["idv.photo"]:
+        del item["size_bytes"]
+    Run.objects.filter(pk=run.pk).update(report=run.report)
+
+    response = bob_client.get(_report(run))
+
+    html = response.content.decode()
+    assert response.status_code == 200
+    assert html.count('<span title="not recorded">—</span>') == 3
+    assert photos[0].key_digest in html
+
+
 def test_report__dry_runs_are_listed_with_their_counts(photos, bob_client, now):
     run = dry_run(now=now)
 

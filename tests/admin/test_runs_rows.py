@@ -73,6 +73,9 @@ def test_report__a_row_class_per_tenant_and_a_sample_by_row_digest(row_classes, 
     assert f"oldest due {due};" in logs
     # The run's oldest due is the redacting class's: closed 60 days ago, kept 30.
     assert f"(oldest due {now - timedelta(days=30):%Y-%m-%d %H:%M} UTC)" in html
+    # A row is no stored object: its sample has no size column, and says why.
+    assert "a row has no object size" in logs
+    assert "retention-size" not in logs
     for row in row_classes["logs"]:
         digest = key_digest(f"rowhost.RequestLog:{row.pk}")
         assert f"<td>{row.pk}</td><td>{row.tenant_id}</td><td>" in logs

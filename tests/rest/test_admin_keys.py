@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime
 
 import pytest
 from django.contrib.admin.utils import quote
 from django.contrib.auth.models import Permission
 
 from retention.rest.models import TenantAPIKey
-from retention.rest.services import tenant_key_create
+from retention.rest.services import tenant_key_create, tenant_key_revoke
 from tests.factories import UserFactory
 
 pytestmark = pytest.mark.django_db
@@ -93,3 +94,23 @@ def test_admin__keys_are_never_edited_or_deleted_and_tenantless_keys_are_hidden(
     assert 'name="tenant_id"' not in detail  # read-only
     assert delete.status_code == 403
     assert generic.status_code == 404
+
+
+def test_admin__keys_show_times_as_people_read_them(admin_client):
+    expiry = datetime(2027, 3, 1, 9, 30, 15, tzinfo=UTC)
+    expiring, _ = tenant_key_create(tenant_id="acme", expiry_date=expiry)
+    revoked, _ = tenant_key_create(tenant_id="globex")
+    tenant_key_revoke(key=revoked, now=datetime(2026, 12, 3, 8, 2, 41, tzinfo=UTC))
+
+    listing = admin_client.get(CHANGELIST).content.decode()
+    revoked_page = admin_client.get(f"{CHANGELIST}{quote(revoked.pk)}/change/").content.decode()
+    add_page = admin_client.get(f"{CHANGELIST}add/").content.decode()
+
+    shown = '<time datetime="2027-03-01T09:30:15Z" title="2027-03-01T09:30:15Z">'
+    assert shown + "2027-03-01 09:30 UTC</time>" in listing
+    assert ">2026-12-03 08:02 UTC</time>" in revoked_page
+    assert "never" in revoked_page  # its expiry date
+    assert "not revoked" in listing  # the other key
+    assert not re.search(r"\b[ap]\.m\.", listing + revoked_page)
+    # Issuing a key keeps the expiry date's input.
+    assert 'name="expiry_date_0"' in add_page

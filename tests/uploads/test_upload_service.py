@@ -83,6 +83,7 @@ def test_upload_create__writes_object_under_a_generation_key_and_tracks_it(make_
     )
     record = upload.retention_record
     assert record.object_key == upload.object_key
+    assert record.size_bytes == 10  # the host passes the size it just wrote
     assert (record.tenant_id, record.data_class, record.storage) == ("acme", "idv.photo", "default")
     assert record.policy_version == version
     assert record.state == RecordState.ACTIVE

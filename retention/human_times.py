@@ -1,14 +1,18 @@
 """Instants and durations in the admin's lists and object pages, as people read them.
 
 The one spelling is ``retention.formatting``'s; this module makes Django's
-own rendering of datetime and duration fields use it.
+own rendering of datetime and duration fields use it. It sits beside
+``retention.formatting`` rather than in ``retention.admin`` so that the REST
+sub-app's admin (tenant API keys) uses it too: ``retention.rest`` may not
+import ``retention.admin`` (the import contracts in ``pyproject.toml``), and
+this module imports neither.
 """
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from django.contrib import admin
 from django.db.models import DateTimeField, DurationField, Model
@@ -22,18 +26,20 @@ if TYPE_CHECKING:
 ModelT = TypeVar("ModelT", bound=Model)
 
 
-def _shown(field: DateTimeField[Any, Any] | DurationField[Any, Any]) -> Callable[[Model], str]:
-    """A display function showing one model field as people read it."""
+def _shown(
+    field: DateTimeField[Any, Any] | DurationField[Any, Any], *, none: str = NOTHING
+) -> Callable[[Model], str]:
+    """A display function showing one model field as people read it; ``none`` for no value."""
     if isinstance(field, DurationField):
         zero = "none" if "margin" in field.name else "0 days"
 
         def show(obj: Model) -> str:
-            return format_duration(getattr(obj, field.attname), zero=zero, none=NOTHING)
+            return format_duration(getattr(obj, field.attname), zero=zero, none=none)
 
     else:
 
         def show(obj: Model) -> str:
-            return instant_html(getattr(obj, field.attname))
+            return instant_html(getattr(obj, field.attname), none=none)
 
     return admin.display(description=str(field.verbose_name), ordering=field.name)(show)
 
@@ -49,7 +55,10 @@ class HumanTimesMixin(admin.ModelAdmin[ModelT]):
     An editable field keeps its widget. A subclass's own ``get_list_display``,
     ``get_readonly_fields`` or ``get_fieldsets`` is swapped the same way, so
     an admin that overrides them cannot bring Django's spelling back.
+    A field with no value reads "—", or what ``human_none`` says for it.
     """
+
+    human_none: ClassVar[dict[str, str]] = {}
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -66,7 +75,7 @@ class HumanTimesMixin(admin.ModelAdmin[ModelT]):
             if isinstance(field, DateTimeField | DurationField):
                 name = f"{field.name}_shown"
                 self.human_names[field.name] = name
-                setattr(self, name, _shown(field))
+                setattr(self, name, _shown(field, none=self.human_none.get(field.name, NOTHING)))
 
     def human_fields(self, names: Sequence[Any]) -> list[Any]:
         mapped = [self.human_names.get(n, n) if isinstance(n, str) else n for n in names]

@@ -126,7 +126,7 @@ def test_event_leaf__fast_path_hashes_exactly_like_the_reference(db):
     import uuid
     from datetime import timedelta
 
-    from retention.chain.events import event_leaf
+    from retention.chain.leaves import event_leaf
     from retention.models import DeletionEvent
     from retention.selectors.evidence import event_fields
 

@@ -136,6 +136,13 @@ def enqueue(data_class: str, cluster: QCluster, *, timeout: float, wait: bool = 
     return run
 
 
+def ledger_span(run: Any) -> float:
+    """A run's span in the ledger, ``started_at`` to ``finished_at``; 0 while it runs."""
+    if run.finished_at is None:
+        return 0.0
+    return float((run.finished_at - run.started_at).total_seconds())
+
+
 def wait_finished(run: Any, cluster: QCluster, *, timeout: float) -> None:
     """Poll ``run`` until it leaves ``running``; exit with the cluster's log if it does not."""
     from retention.models import RunStatus
@@ -152,7 +159,13 @@ def wait_finished(run: Any, cluster: QCluster, *, timeout: float) -> None:
 
 
 class WaitSampler(threading.Thread):
-    """Samples what this database's other backends wait on, every ``interval`` seconds."""
+    """Samples what this database's other backends wait on, every ``interval`` seconds.
+
+    It also keeps each backend's last CPU reading (``seen``): a backend that
+    closes between the meter's two readings (a worker's connection closed
+    after its task) is then counted to its last sample, without the
+    postmaster's reaped time, which holds every database's closed backends.
+    """
 
     def __init__(self, interval: float = 0.1) -> None:
         super().__init__(daemon=True)
@@ -161,6 +174,7 @@ class WaitSampler(threading.Thread):
         self.peaks: Counter[str] = Counter()
         self.totals: Counter[str] = Counter()
         self.samples = 0
+        self.seen: dict[int, Stat] = {}
 
     def run(self) -> None:
         from django.db import connection
@@ -169,13 +183,17 @@ class WaitSampler(threading.Thread):
             while not self.stop.wait(self.interval):
                 with connection.cursor() as cursor:
                     cursor.execute(
-                        "SELECT coalesce(wait_event_type || ':' || wait_event, 'on CPU'), state,"
-                        " left(regexp_replace(query, '\\s+', ' ', 'g'), 40)"
+                        "SELECT pid, coalesce(wait_event_type || ':' || wait_event, 'on CPU'),"
+                        " state, left(regexp_replace(query, '\\s+', ' ', 'g'), 40)"
                         " FROM pg_stat_activity WHERE datname = current_database()"
-                        " AND pid <> pg_backend_pid() AND state <> 'idle'"
+                        " AND pid <> pg_backend_pid()"
                     )
                     now: Counter[str] = Counter()
-                    for wait, state, query in cursor.fetchall():
+                    for pid, wait, state, query in cursor.fetchall():
+                        if (stat := read_stat(pid)) is not None:
+                            self.seen[pid] = stat
+                        if state == "idle":
+                            continue
                         key = wait if state == "active" else f"{state} ({wait})"
                         if wait.startswith("Lock:"):
                             key += f" [{query}]"
@@ -188,8 +206,8 @@ class WaitSampler(threading.Thread):
             connection.close()
 
     def summary(self) -> str:
-        if not self.samples:
-            return "waits: not sampled"
+        if not self.totals:
+            return f"backends: all idle ({self.samples} samples)"
         ranked = sorted(self.totals.items(), key=lambda item: -item[1])[:6]
         return f"backends (mean over {self.samples} samples, peak) " + ", ".join(
             f"{key} {n / self.samples:.2f} ({self.peaks[key]})" for key, n in ranked
@@ -296,15 +314,29 @@ class CPUMeter:
         return Reading(stats, groups, reaped_by)
 
     @staticmethod
-    def spent(before: Reading, after: Reading) -> dict[str, float]:
-        """CPU-seconds of each group between the readings (the reaped time included)."""
+    def spent(
+        before: Reading, after: Reading, seen: Mapping[int, Stat] | None = None
+    ) -> dict[str, float]:
+        """CPU-seconds of each group between the readings.
+
+        With ``seen`` (a ``WaitSampler``'s), PostgreSQL's closed backends are
+        counted to their last sample instead of through the postmaster's
+        reaped time; the process trees' reaped time is always counted.
+        """
         spent = {}
         for name, pids in after.groups.items():
             total = 0.0
-            for pid in pids | before.groups.get(name, set()):
+            sampled = name == "PostgreSQL" and seen is not None
+            extra = set(seen or ()) if sampled else set()
+            for pid in pids | before.groups.get(name, set()) | extra:
                 now, then = after.stats.get(pid), before.stats.get(pid)
+                if now is None and sampled:
+                    now = (seen or {}).get(pid)
                 if now is not None:
                     total += now.own - (then.own if then is not None else 0.0)
+            if sampled:
+                spent[name] = max(0.0, total)
+                continue
             root = after.reaped_by[name]
             now, then = after.stats.get(root), before.stats.get(root)
             if now is not None and then is not None:

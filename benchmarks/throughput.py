@@ -81,12 +81,6 @@ class Result:
         return self.objects / self.ledger_seconds if self.ledger_seconds else 0.0
 
 
-def ledger_span(run: Any) -> float:
-    if run.finished_at is None:
-        return 0.0
-    return float((run.finished_at - run.started_at).total_seconds())
-
-
 def keys_for(variant: str, count: int) -> list[str]:
     # Tenant-first keys, as an upload path would be; the same shape for every variant.
     return [f"tp-{variant}/t{i % 50:02d}/{i:07d}.bin" for i in range(count)]
@@ -204,7 +198,7 @@ class Bench:
             label += " (UNDER cProfile)"
         result = Result(label, len(keys), elapsed, seeded)
         run = Run.objects.get(pk=json.loads(out.getvalue())["run_id"])
-        result.ledger_seconds = ledger_span(run)
+        result.ledger_seconds = processes.ledger_span(run)
         result.details.append(f"ledger started→finished {result.ledger_seconds:.2f} s; {busy}")
         self.check_run(run, result)
         self.check_gone("inline", result)
@@ -250,7 +244,7 @@ class Bench:
             elapsed,
             seeded,
         )
-        result.ledger_seconds = ledger_span(run)
+        result.ledger_seconds = processes.ledger_span(run)
         result.details.append(
             f"warm-up run of {len(warm_keys):,} objects {warm_up.status} before; "
             f"command returned after {accepted:.2f} s; ledger started→finished "

@@ -55,7 +55,7 @@ test: install
 # script makes a fresh database next to DATABASE_URL's (PostgreSQL: claims,
 # SKIP LOCKED and the shared rate gate are what is measured) and starts its
 # own moto S3 server. One script: make bench BENCHMARKS=queries
-BENCHMARKS ?= throughput claim_scale memory queries chain_cost rate_gate rows reconcile
+BENCHMARKS ?= throughput claim_scale memory queries chain_cost rate_gate rows reconcile scale_out
 
 check-bench-database:
 	@case "$$DATABASE_URL" in \

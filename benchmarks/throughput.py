@@ -18,7 +18,7 @@ of a data class of its own; seeding is not timed):
     compared with (b), each run's span in the ledger (``started_at`` to
     ``finished_at``) against the other's: 2 workers at least 1.0x, 1 worker
     at least 0.8x, 3 workers faster than 2 (issue 16). Each cluster first
-    works through a small queued run (``WARM_UP_OBJECTS``, not timed), as a
+    works through a small queued run (``processes.WARM_UP_OBJECTS``, not timed), as a
     long-lived cluster has: a fresh worker process pays its imports and its
     first S3 client (about 0.2 s) once in its life, which (b), in this
     process, has paid already. The share of the machine's CPU time busy
@@ -43,8 +43,6 @@ import argparse
 import io
 import json
 import os
-import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -55,15 +53,12 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from benchmarks import common  # noqa: E402
+from benchmarks import common, processes  # noqa: E402
 
 BUCKET = "lethe-throughput-bench"
 BATCH_SIZE = 1000
-# The queued run each cluster works through before (c) is timed.
-WARM_UP_OBJECTS = 2000
 TARGET_BARE = 0.6
 TARGET_NAIVE = 20.0
-QCLUSTER_START_TIMEOUT = 90.0
 
 
 @dataclass
@@ -84,12 +79,6 @@ class Result:
     @property
     def ledger_rate(self) -> float:
         return self.objects / self.ledger_seconds if self.ledger_seconds else 0.0
-
-
-def ledger_span(run: Any) -> float:
-    if run.finished_at is None:
-        return 0.0
-    return float((run.finished_at - run.started_at).total_seconds())
 
 
 def keys_for(variant: str, count: int) -> list[str]:
@@ -209,7 +198,7 @@ class Bench:
             label += " (UNDER cProfile)"
         result = Result(label, len(keys), elapsed, seeded)
         run = Run.objects.get(pk=json.loads(out.getvalue())["run_id"])
-        result.ledger_seconds = ledger_span(run)
+        result.ledger_seconds = processes.ledger_span(run)
         result.details.append(f"ledger started→finished {result.ledger_seconds:.2f} s; {busy}")
         self.check_run(run, result)
         self.check_gone("inline", result)
@@ -221,56 +210,30 @@ class Bench:
     # ----------------------------------------------------------------------
     # (c) the command, queued to a qcluster
 
-    def subprocess_env(self, workers: int) -> dict[str, str]:
-        from django.conf import settings
-
-        env = {
-            k: v
-            for k, v in os.environ.items()
-            if k not in ("REDIS_URL", "DATABASE_URL", "DJANGO_SETTINGS_MODULE")
-            and not k.startswith("Q_")
-        }
-        env.update(
-            DJANGO_SETTINGS_MODULE="config.settings",
-            DATABASE_URL=common.database_url(self.db_name),
-            RETENTION_DIGEST_KEY=settings.RETENTION_DIGEST_KEY,
-            # This process's cluster name (main()): it publishes, the cluster works.
-            Q_CLUSTER_NAME=settings.Q_CLUSTER["name"],
-            Q_WORKERS=str(workers),
-        )
-        if self.args.broker == "redis":
-            env["REDIS_URL"] = self.args.redis_url
-        return env
-
     def queued(self, workers: int) -> Result:
         from django_q.models import Task
 
-        from retention.models import RunStatus
-
         variant = f"queue{workers}"
         keys, version, seeded = self.seed(variant, self.args.objects, records=True)
-        warm_keys, warm_version, _ = self.seed(f"warm{workers}", WARM_UP_OBJECTS, records=True)
-        env = self.subprocess_env(workers)
-        cluster = QCluster(env, Path(tempfile.mkdtemp(prefix="lethe-bench-qcluster-")))
+        warm_keys, warm_version, _ = self.seed(
+            f"warm{workers}", processes.WARM_UP_OBJECTS, records=True
+        )
+        redis_url = self.args.redis_url if self.args.broker == "redis" else ""
+        env = processes.cluster_env(self.db_name, workers, redis_url=redis_url)
+        cluster = processes.QCluster(env, Path(tempfile.mkdtemp(prefix="lethe-bench-qcluster-")))
         cluster.start()
         try:
             cluster.wait_ready()
             # A cluster that has worked before, as a long-lived one has: its
             # workers' imports, S3 clients and caches are loaded, as (b)'s are.
-            warm_up = self.enqueue(warm_version.policy.data_class, cluster)
+            warm_up = processes.enqueue(
+                warm_version.policy.data_class, cluster, timeout=self.args.queue_timeout
+            )
             cpu = common.cpu_times()
             started = time.perf_counter()
-            run = self.enqueue(version.policy.data_class, cluster, wait=False)
+            run = processes.enqueue(version.policy.data_class, cluster, timeout=0, wait=False)
             accepted = time.perf_counter() - started
-            deadline = time.monotonic() + self.args.queue_timeout
-            while run.status == RunStatus.RUNNING:
-                if time.monotonic() > deadline or cluster.process_died():
-                    raise SystemExit(
-                        f"queued run {run.pk} still running after {self.args.queue_timeout:g} s "
-                        f"(deleted {run.deleted:,}); qcluster log:\n{cluster.log_tail()}"
-                    )
-                time.sleep(0.05)
-                run.refresh_from_db()
+            processes.wait_finished(run, cluster, timeout=self.args.queue_timeout)
             elapsed = time.perf_counter() - started
             busy = common.cpu_busy_since(cpu)
         finally:
@@ -281,7 +244,7 @@ class Bench:
             elapsed,
             seeded,
         )
-        result.ledger_seconds = ledger_span(run)
+        result.ledger_seconds = processes.ledger_span(run)
         result.details.append(
             f"warm-up run of {len(warm_keys):,} objects {warm_up.status} before; "
             f"command returned after {accepted:.2f} s; ledger started→finished "
@@ -306,28 +269,6 @@ class Bench:
         self.check_gone(variant, result)
         return result
 
-    def enqueue(self, data_class: str, cluster: QCluster, *, wait: bool = True) -> Any:
-        """``run_retention --enqueue --json`` in this process, as (b) runs inline.
-
-        The command's own pre-flight (the S3 client it checks the bucket
-        with) is then as warm as (b)'s; the cluster's broker is this
-        process's: both read the same ``Q_CLUSTER_NAME``.
-        """
-        from django.core.management import call_command
-
-        from retention.models import Run, RunStatus
-
-        out = io.StringIO()
-        call_command("run_retention", "--enqueue", "--json", "--data-class", data_class, stdout=out)
-        run = Run.objects.get(pk=json.loads(out.getvalue())["run_id"])
-        deadline = time.monotonic() + self.args.queue_timeout
-        while wait and run.status == RunStatus.RUNNING:
-            if time.monotonic() > deadline or cluster.process_died():
-                raise SystemExit(f"warm-up run {run.pk} did not end:\n{cluster.log_tail()}")
-            time.sleep(0.05)
-            run.refresh_from_db()
-        return run
-
     # ----------------------------------------------------------------------
     # (d) naive per-object loop
 
@@ -351,52 +292,6 @@ class Bench:
             result.problems.append("records left")
         self.check_gone("naive", result)
         return result
-
-
-class QCluster:
-    """``manage.py qcluster`` in its own session, stopped the NOTES.md way."""
-
-    def __init__(self, env: dict[str, str], log_dir: Path) -> None:
-        self.env = env
-        self.log_path = log_dir / "qcluster.log"
-        self.process: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        with self.log_path.open("wb") as log:
-            self.process = subprocess.Popen(
-                [sys.executable, "manage.py", "qcluster"],
-                cwd=common.REPO_ROOT,
-                env=self.env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-            )
-
-    def log_tail(self) -> str:
-        return self.log_path.read_text(errors="replace")[-4000:]
-
-    def process_died(self) -> bool:
-        return self.process is None or self.process.poll() is not None
-
-    def wait_ready(self) -> None:
-        deadline = time.monotonic() + QCLUSTER_START_TIMEOUT
-        while " running." not in self.log_path.read_text(errors="replace"):
-            if self.process_died() or time.monotonic() > deadline:
-                self.stop()
-                raise SystemExit(f"qcluster did not start:\n{self.log_tail()}")
-            time.sleep(0.2)
-
-    def stop(self) -> None:
-        if self.process is None or self.process.poll() is not None:
-            return
-        # One SIGINT to the main process only (NOTES.md), SIGKILL as fallback.
-        self.process.send_signal(signal.SIGINT)
-        try:
-            self.process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait(timeout=10)
 
 
 def verdict(ok: bool) -> str:

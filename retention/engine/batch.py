@@ -29,6 +29,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import datetime, timedelta
 from functools import partial
 from typing import Any
@@ -200,22 +201,25 @@ def _claim(run: Run, batch: RunBatch, now: datetime) -> Claim:
     """Claim this batch's next page under its token, from the class's cursor.
 
     A run with a limit claims under its row's lock, so concurrent batches
-    never claim past it. Without one, the claim's walk (most of its time)
-    holds no lock on the run: claims of concurrent batches skip each other's
-    locked rows, and the run's row is locked only to record the page (its
-    count, the class's cursor) in the claim's own transaction. The cursor
-    kept is the furthest any batch reached; rows a batch went past are taken
-    by the pass from the start that follows an empty page.
+    never claim past it. Without one, the claim never waits for the run's
+    row: its walk skips rows other claimers hold, and at its end it records
+    the page (its count, the class's cursor) only if the row is free. When
+    another worker's finalize (or the run's advance) holds it, the count
+    goes with this page's finalize and the cursor is not kept; the cursor
+    kept is the furthest any batch recorded, and rows a batch went past are
+    taken by the pass from the start that follows an empty page.
     """
     current = Run.objects.get(pk=run.pk)
     if current.limit is not None:
         with transaction.atomic():
-            return _claim_page(Run.objects.select_for_update().get(pk=run.pk), batch, now)
+            return _claim_page(
+                Run.objects.select_for_update().get(pk=run.pk), batch, now, limited=True
+            )
     with transaction.atomic():
-        return _claim_page(current, batch, now)
+        return _claim_page(current, batch, now, limited=False)
 
 
-def _claim_page(run: Run, batch: RunBatch, now: datetime) -> Claim:
+def _claim_page(run: Run, batch: RunBatch, now: datetime, *, limited: bool) -> Claim:
     # The lease covers the rate gate's pacing behind every batch in flight.
     stepper = Stepper(run=run, clock=lambda: now, pages_in_flight=settings.MAX_BATCHES_IN_FLIGHT)
     rules = run_rules(run)[batch.data_class]
@@ -234,9 +238,18 @@ def _claim_page(run: Run, batch: RunBatch, now: datetime) -> Claim:
             lease_seconds=stepper.page_lease_seconds(size, rules),
             start_disposal=True,
             token=batch.token,
+            # A limited run counts under the lock it holds; others at the end.
+            count_claimed=limited,
         )
-    # The report as it is now (the advance and other batches write it too).
-    locked = Run.objects.select_for_update().get(pk=run.pk)
+    RunBatch.objects.filter(token=batch.token).update(
+        size=F("size") + len(claim),
+        lease_expires_at=now + timedelta(seconds=claim.lease_seconds),
+    )
+    # The report as it is now (the advance and other batches write it too),
+    # if no one holds the run's row: the last statement before the commit.
+    locked = Run.objects.select_for_update(skip_locked=True).filter(pk=run.pk).first()
+    if locked is None:
+        return claim
     report = dict(locked.report) if isinstance(locked.report, dict) else {}
     kept = _cursors(report)
     mine = cursors.get(batch.data_class)
@@ -246,12 +259,8 @@ def _claim_page(run: Run, batch: RunBatch, now: datetime) -> Claim:
         name: [cursor[0].isoformat(), cursor[1]] if cursor else None
         for name, cursor in kept.items()
     }
-    Run.objects.filter(pk=run.pk).update(report=report)
-    RunBatch.objects.filter(token=batch.token).update(
-        size=F("size") + len(claim),
-        lease_expires_at=now + timedelta(seconds=claim.lease_seconds),
-    )
-    return claim
+    Run.objects.filter(pk=run.pk).update(report=report, claimed=F("claimed") + claim.uncounted)
+    return replace(claim, uncounted=0)
 
 
 def _cursors(report: dict[str, Any]) -> Cursors:

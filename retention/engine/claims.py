@@ -65,6 +65,8 @@ class Claim:
     lease_seconds: float = 300.0
     # Claimed with start_disposal: the claim's own transaction was the re-check.
     rechecked: bool = False
+    # Items the run's ``claimed`` does not count yet: the page's finalize adds them.
+    uncounted: int = 0
 
     def __len__(self) -> int:
         return len(self.items)
@@ -160,13 +162,8 @@ def _claim_returning(
     with connection.cursor() as cursor:
         cursor.execute(sql, [*params, list(earlier)])
         fetched = cursor.fetchall()
-    names = [
-        *plain,
-        "policy_version__policy__data_class",
-        "policy_version__number",
-        "policy_version__disposition",
-        "policy_version__erase_all_versions",
-    ]
+    # The joined fields come back in CLAIM_FIELDS' order, after the record's.
+    names = [*plain, *(f for f in CLAIM_FIELDS if "__" in f)]
     rows = sorted(
         (dict(zip(names, values, strict=True)) for values in fetched),
         key=lambda row: (row["expires_at"], row["id"]),
@@ -208,6 +205,7 @@ def records_claim(
     start_disposal: bool = False,
     after: tuple[datetime, int] | None = None,
     token: uuid.UUID | None = None,
+    count_claimed: bool = True,
 ) -> Claim:
     """Move up to ``limit`` eligible rows to ``deleting`` under a fresh lease.
 
@@ -229,6 +227,9 @@ def records_claim(
 
     ``token``: the lease owner to claim under (a queued batch's own token);
     a fresh one by default.
+
+    ``count_claimed=False`` leaves the run's row alone: its caller or the
+    page's finalize counts the claim's ``uncounted`` items.
     """
     token = token or uuid.uuid4()
     cutoff = class_cutoff(run, data_class)
@@ -250,7 +251,8 @@ def records_claim(
         if start_disposal and rows:
             rows = _held_given_back(run, token, rows, earlier, now)
         if rows:
-            Run.objects.filter(pk=run.pk).update(claimed=F("claimed") + len(rows))
+            if count_claimed:
+                Run.objects.filter(pk=run.pk).update(claimed=F("claimed") + len(rows))
             counters.count_on_commit(data_class, {"claimed": len(rows)})
     items = tuple(claimed_item(row, probe=earlier[row["id"]] is not None) for row in rows)
     return Claim(
@@ -260,6 +262,7 @@ def records_claim(
         items=items,
         lease_seconds=lease_seconds,
         rechecked=start_disposal,
+        uncounted=0 if count_claimed else len(items),
     )
 
 

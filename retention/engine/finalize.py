@@ -137,7 +137,8 @@ def finalize(
             run_id=claim.run_id,
             now=now,
             known_new=True,
-            also=run_counts_sql(claim.run_id, outcome.counts),
+            # A claim that could not count itself without waiting counts here.
+            also=run_counts_sql(claim.run_id, outcome.counts + Counter(claimed=claim.uncounted)),
         )
         if outcome.counts:
             counters.count_on_commit(items[0].data_class, outcome.counts)

@@ -1,0 +1,103 @@
+"""A queued page's claim does not wait for the run's row (issue 31).
+
+Another worker's finalize (its run counts) and the run's advance lock the
+run's row. A claim of a run without a limit records its page on that row
+only if it is free; otherwise the page's finalize counts it, so the run's
+``claimed`` is whole once the page is done. PostgreSQL only: SQLite has no
+row locks to wait for.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from datetime import timedelta
+
+import pytest
+from django.db import connection, transaction
+
+from retention.engine.batch import _claim
+from retention.engine.disposal import ObjectDisposer
+from retention.engine.page import claim_dispose
+from retention.models import BatchState, Run, RunBatch, RunMode, RunStatus
+from tests.helpers import exists, on_own_connection, put_expired
+
+pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+
+
+def _batch(run: Run, now) -> RunBatch:
+    return RunBatch.objects.create(
+        token=uuid.uuid4(),
+        run=run,
+        data_class="idv.photo",
+        size=0,
+        state=BatchState.QUEUED,
+        published_at=now,
+        lease_expires_at=now + timedelta(minutes=5),
+    )
+
+
+def _run(now) -> Run:
+    return Run.objects.create(
+        mode=RunMode.ENFORCE,
+        status=RunStatus.RUNNING,
+        started_at=now,
+        cutoff=now,
+        data_classes=["idv.photo"],
+        eligible=3,
+    )
+
+
+def test_claim__with_the_runs_row_held_elsewhere_claims_at_once_and_finalize_counts_it(
+    make_policy, now
+):
+    make_policy(batch_size=3)
+    records = put_expired(3, now)
+    run = _run(now)
+    batch = _batch(run, now)
+    holding, release = threading.Event(), threading.Event()
+
+    def finalizer() -> None:  # holds the run's row as a finalize's run counts do
+        with transaction.atomic():
+            Run.objects.select_for_update().get(pk=run.pk)
+            holding.set()
+            release.wait(timeout=30)
+
+    holder, held = on_own_connection(finalizer)
+    assert holding.wait(timeout=10)
+    try:
+        with connection.cursor() as cursor:
+            # Waiting for the row would fail the claim instead of hanging the test.
+            cursor.execute("SET lock_timeout = '3s'")
+        claim = _claim(run, batch, now)
+        claimed_while_held = Run.objects.get(pk=run.pk).claimed
+    finally:
+        release.set()
+        holder.join(timeout=30)
+        with connection.cursor() as cursor:
+            cursor.execute("RESET lock_timeout")
+    assert "error" not in held, held
+
+    assert len(claim) == 3 and claim.uncounted == 3
+    assert claimed_while_held == 0
+    claim_dispose(claim=claim, clock=lambda: now, disposer=ObjectDisposer())
+    run.refresh_from_db()
+    assert (run.claimed, run.deleted) == (3, 3)
+    assert not any(exists(r) for r in records)
+
+
+def test_claim__with_the_runs_row_free_counts_its_page_and_keeps_its_cursor(make_policy, now):
+    make_policy(batch_size=3)
+    put_expired(3, now)
+    run = _run(now)
+    batch = _batch(run, now)
+
+    claim = _claim(run, batch, now)
+    run.refresh_from_db()
+
+    assert len(claim) == 3 and claim.uncounted == 0
+    assert run.claimed == 3
+    assert run.report["cursors"]["idv.photo"][1] == claim.items[-1].record_id
+    claim_dispose(claim=claim, clock=lambda: now, disposer=ObjectDisposer())
+    run.refresh_from_db()
+    assert (run.claimed, run.deleted) == (3, 3)

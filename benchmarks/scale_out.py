@@ -203,6 +203,8 @@ class Bench:
         return figure
 
     def queued(self, workers: int, *, rate: float | None = None) -> Figure:
+        from django.conf import settings
+
         variant = f"gate{workers}" if rate else f"queue{workers}"
         rules = {"rate_limit": rate} if rate else {}
         count = self.args.gate_objects if rate else self.args.objects
@@ -212,6 +214,10 @@ class Bench:
         label += f", rate_limit {rate:g}/s" if rate else ""
         figure = Figure(label, len(keys))
         env = processes.cluster_env(self.db_name, workers)
+        # A batch in flight for every worker, in the cluster and in this
+        # process (the run's first advance publishes from here).
+        env["RETENTION_MAX_BATCHES_IN_FLIGHT"] = str(workers)
+        settings.RETENTION_MAX_BATCHES_IN_FLIGHT = workers
         cluster = processes.QCluster(env, Path(tempfile.mkdtemp(prefix="lethe-scale-out-")))
         cluster.start()
         try:

@@ -188,6 +188,9 @@ UPLOADS_ALLOWED_TYPES = {
 # The volume breaker: on unless 0 or false (benchmarks and load tests turn it off).
 _breaker = os.environ.get("RETENTION_BREAKER_ENABLED", "1").strip().lower()
 RETENTION_BREAKER_ENABLED = _breaker not in ("0", "false")
+# Queued runs: batches in flight across all hosts (the library's default is 4);
+# a deployment with more workers than that raises it to keep each one busy.
+RETENTION_MAX_BATCHES_IN_FLIGHT = int(os.environ.get("RETENTION_MAX_BATCHES_IN_FLIGHT", "4"))
 
 # The data map (`manage.py retention_datamap --strict`, docs/data-map.md): the
 # models with personal-looking fields that no data class governs, each with why.

@@ -212,14 +212,12 @@ def _claim(run: Run, batch: RunBatch, now: datetime) -> Claim:
     current = Run.objects.get(pk=run.pk)
     if current.limit is not None:
         with transaction.atomic():
-            return _claim_page(
-                Run.objects.select_for_update().get(pk=run.pk), batch, now, limited=True
-            )
+            return _claim_page(Run.objects.select_for_update().get(pk=run.pk), batch, now)
     with transaction.atomic():
-        return _claim_page(current, batch, now, limited=False)
+        return _claim_page(current, batch, now)
 
 
-def _claim_page(run: Run, batch: RunBatch, now: datetime, *, limited: bool) -> Claim:
+def _claim_page(run: Run, batch: RunBatch, now: datetime) -> Claim:
     # The lease covers the rate gate's pacing behind every batch in flight.
     stepper = Stepper(run=run, clock=lambda: now, pages_in_flight=settings.MAX_BATCHES_IN_FLIGHT)
     rules = run_rules(run)[batch.data_class]
@@ -239,7 +237,7 @@ def _claim_page(run: Run, batch: RunBatch, now: datetime, *, limited: bool) -> C
             start_disposal=True,
             token=batch.token,
             # A limited run counts under the lock it holds; others at the end.
-            count_claimed=limited,
+            count_claimed=run.limit is not None,
         )
     RunBatch.objects.filter(token=batch.token).update(
         size=F("size") + len(claim),

@@ -118,6 +118,23 @@ def database_url(name: str | None = None) -> str:
     return f"postgres://{credentials}@{host}:{port}/{name or db['NAME']}"
 
 
+class Rates:
+    """``rate`` and ``ledger_rate`` of a figure with ``objects``, ``seconds`` and
+    ``ledger_seconds`` (the run's own span in the ledger): 0 when not measured."""
+
+    objects: int
+    seconds: float
+    ledger_seconds: float
+
+    @property
+    def rate(self) -> float:
+        return self.objects / self.seconds if self.seconds else 0.0
+
+    @property
+    def ledger_rate(self) -> float:
+        return self.objects / self.ledger_seconds if self.ledger_seconds else 0.0
+
+
 @dataclass
 class Measured:
     """One ``manage.py`` command run in a process of its own: its peak RSS and output.

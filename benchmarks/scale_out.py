@@ -67,7 +67,7 @@ GATE_WORKERS = 4
 
 
 @dataclass
-class Figure:
+class Figure(common.Rates):
     label: str
     objects: int
     seconds: float = 0.0
@@ -77,14 +77,6 @@ class Figure:
     details: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     gate_ok: bool | None = None  # the rate gate's figure only
-
-    @property
-    def rate(self) -> float:
-        return self.objects / self.seconds if self.seconds else 0.0
-
-    @property
-    def ledger_rate(self) -> float:
-        return self.objects / self.ledger_seconds if self.ledger_seconds else 0.0
 
 
 class Bench:

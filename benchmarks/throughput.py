@@ -62,7 +62,7 @@ TARGET_NAIVE = 20.0
 
 
 @dataclass
-class Result:
+class Result(common.Rates):
     label: str
     objects: int
     seconds: float
@@ -71,14 +71,6 @@ class Result:
     problems: list[str] = field(default_factory=list)
     # The run's own span in the ledger (started_at -> finished_at), for (b) and (c).
     ledger_seconds: float = 0.0
-
-    @property
-    def rate(self) -> float:
-        return self.objects / self.seconds if self.seconds else 0.0
-
-    @property
-    def ledger_rate(self) -> float:
-        return self.objects / self.ledger_seconds if self.ledger_seconds else 0.0
 
 
 def keys_for(variant: str, count: int) -> list[str]:

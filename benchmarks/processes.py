@@ -22,8 +22,9 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -110,6 +111,48 @@ def cluster_env(db_name: str, workers: int, *, redis_url: str = "") -> dict[str,
     if redis_url:
         env["REDIS_URL"] = redis_url
     return env
+
+
+def worker_warm(seconds: float) -> int:
+    """A task run by ``workers_warm``: build what a worker builds once in its
+    life (the storage adapter and its S3 client, a database connection),
+    then hold the worker a while, so the next such task goes to another."""
+    from django.db import connection
+
+    from retention.storage import get_adapter
+
+    get_adapter("default")
+    connection.ensure_connection()
+    time.sleep(seconds)
+    return os.getpid()
+
+
+def workers_warm(workers: int, *, timeout: float, hold: float = 1.0) -> int:
+    """Have every worker process of a started cluster run ``worker_warm`` once;
+    return how many distinct workers did.
+
+    A worker builds its S3 client (a quarter of a second's CPU) at its first
+    batch and keeps it for its life (django-q2 recycles a worker after
+    hundreds of tasks). A warm-up run does not reach every worker: a batch
+    takes pages for ``RETENTION_BATCH_SECONDS``, so one worker may take them
+    all, and the others would build theirs inside the timed run. Each task
+    here holds its worker ``hold`` seconds, so ``workers`` of them published
+    together go one to each; a round that misses a worker is repeated.
+    """
+    from django_q.tasks import async_task, result
+
+    seen: set[int] = set()
+    deadline = time.monotonic() + timeout
+    while len(seen) < workers and time.monotonic() < deadline:
+        ids = [
+            async_task("benchmarks.processes.worker_warm", hold, group="lethe-warm")
+            for _ in range(workers)
+        ]
+        for task_id in ids:
+            pid = result(task_id, wait=int(max(deadline - time.monotonic(), 1) * 1000))
+            if pid is not None:
+                seen.add(int(pid))
+    return len(seen)
 
 
 def enqueue(data_class: str, cluster: QCluster, *, timeout: float, wait: bool = True) -> Any:
@@ -343,6 +386,31 @@ class CPUMeter:
                 total += now.reaped - then.reaped
             spent[name] = max(0.0, total)
         return spent
+
+
+@dataclass
+class Metered:
+    """What ``metered`` measured: CPU-seconds by group, and the backends' waits."""
+
+    cpu: dict[str, float] = field(default_factory=dict)
+    waits: str = ""
+
+
+@contextmanager
+def metered(groups: Mapping[str, tuple[str, int]]) -> Iterator[Metered]:
+    """CPU-seconds of ``groups`` (and PostgreSQL's) over the block, with a
+    ``WaitSampler`` running, so closed backends are counted too."""
+    found = Metered()
+    meter, sampler = CPUMeter(groups), WaitSampler()
+    before = meter.read()
+    sampler.start()
+    try:
+        yield found
+    finally:
+        sampler.stop.set()
+        sampler.join()
+    found.cpu = meter.spent(before, meter.read(), sampler.seen)
+    found.waits = sampler.summary()
 
 
 def per_thousand(spent: Mapping[str, float], objects: int) -> str:

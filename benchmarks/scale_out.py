@@ -13,7 +13,9 @@ neither timed):
 (b) ``run_retention`` inline in this process, its S3 endpoint the proxy;
 (c) ``run_retention --enqueue`` worked by a real ``qcluster`` of 1, 2, 4
     and 8 workers (``--workers``), each cluster warm (it first works
-    through a small queued run, not timed), timed by the run's ledger span;
+    through a small queued run, then every worker builds its S3 client and
+    connects, ``processes.workers_warm``; not timed), timed by the run's
+    ledger span;
 (gate) 4 workers again under a policy ``rate_limit`` (``--gate-rate``):
     the rate of the DeleteObjects requests the proxy saw must be within
     10 % of it.
@@ -107,20 +109,16 @@ class Bench:
 
     @contextmanager
     def measured(self, figure: Figure, extra: dict[str, tuple[str, int]]) -> Iterator[None]:
-        meter = processes.CPUMeter({**self.groups, **extra})
-        sampler = processes.WaitSampler()
-        before, machine = meter.read(), common.cpu_times()
-        sampler.start()
-        started = time.perf_counter()
-        try:
-            yield
-        finally:
-            figure.seconds = time.perf_counter() - started
-            sampler.stop.set()
-            sampler.join()
+        machine = common.cpu_times()
+        with processes.metered({**self.groups, **extra}) as found:
+            started = time.perf_counter()
+            try:
+                yield
+            finally:
+                figure.seconds = time.perf_counter() - started
         figure.busy = common.cpu_busy_since(machine)
-        figure.cpu = meter.spent(before, meter.read(), sampler.seen)
-        figure.details.append(sampler.summary())
+        figure.cpu = found.cpu
+        figure.details.append(found.waits)
 
     def check(self, variant: str, figure: Figure, run: Any = None) -> None:
         from retention.models import DeletionEvent, EventOutcome, RunStatus
@@ -215,6 +213,9 @@ class Bench:
         try:
             cluster.wait_ready()
             processes.enqueue(warm.policy.data_class, cluster, timeout=self.args.queue_timeout)
+            warmed = processes.workers_warm(workers, timeout=self.args.queue_timeout)
+            if warmed < workers:
+                figure.problems.append(f"only {warmed} of {workers} workers could be warmed")
             self.proxy.reset()
             with self.measured(figure, {"workers": ("tree", cluster.pid)}):
                 run = processes.enqueue(version.policy.data_class, cluster, timeout=0, wait=False)

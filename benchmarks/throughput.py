@@ -18,7 +18,8 @@ of a data class of its own; seeding is not timed):
     compared with (b), each run's span in the ledger (``started_at`` to
     ``finished_at``) against the other's: 2 workers at least 1.0x, 1 worker
     at least 0.8x, 3 workers faster than 2 (issue 16). Each cluster first
-    works through a small queued run (``processes.WARM_UP_OBJECTS``, not timed), as a
+    works through a small queued run (``processes.WARM_UP_OBJECTS``, not timed),
+    then each worker builds its S3 client (``processes.workers_warm``), as a
     long-lived cluster has: a fresh worker process pays its imports and its
     first S3 client (about 0.2 s) once in its life, which (b), in this
     process, has paid already. The share of the machine's CPU time busy
@@ -26,6 +27,9 @@ of a data class of its own; seeding is not timed):
     busy, another worker cannot go faster;
 (d) a naive loop over N records: ``storage.delete(name)``, then the record's
     ``delete()``.
+
+Each of (a), (b) and (c) prints the CPU-seconds per 1,000 objects of this
+process (the engine, inline), the workers (queued), PostgreSQL and moto.
 
 After each variant the bucket is listed to check that its objects are gone;
 for (b) and (c) the run must count every object deleted, with one event
@@ -87,6 +91,12 @@ class Bench:
             moto.endpoint_url, max_pool_connections=max(10, args.seed_threads)
         )
         self.now = datetime.now(UTC)
+        # CPU-seconds per 1,000 objects by process (``processes.metered``):
+        # the engine is this process inline, the workers' tree queued.
+        self.groups: dict[str, tuple[str, int]] = {
+            "this process": ("one", os.getpid()),
+            "moto": ("one", moto.process.pid),
+        }
 
     def seed(self, variant: str, count: int, *, records: bool) -> tuple[list[str], Any, float]:
         """A variant's objects and, if asked, records; returns the seconds the objects took."""
@@ -137,19 +147,21 @@ class Bench:
     def bare(self) -> Result:
         keys, _, seeded = self.seed("bare", self.args.objects, records=False)
         errors = 0
-        started = time.perf_counter()
-        for start in range(0, len(keys), 1000):
-            # Quiet=False, as the engine sends it: it needs each key's answer.
-            response = self.client.delete_objects(
-                Bucket=BUCKET,
-                Delete={"Objects": [{"Key": k} for k in keys[start : start + 1000]]},
-            )
-            errors += len(response.get("Errors", ()))
-        elapsed = time.perf_counter() - started
+        with processes.metered(self.groups) as found:
+            started = time.perf_counter()
+            for start in range(0, len(keys), 1000):
+                # Quiet=False, as the engine sends it: it needs each key's answer.
+                response = self.client.delete_objects(
+                    Bucket=BUCKET,
+                    Delete={"Objects": [{"Key": k} for k in keys[start : start + 1000]]},
+                )
+                errors += len(response.get("Errors", ()))
+            elapsed = time.perf_counter() - started
         result = Result(
             "(a) bare boto3 delete_objects, 1,000 keys a request", len(keys), elapsed, seeded
         )
         result.details.append(f"{-(-len(keys) // 1000)} requests, sequential")
+        result.details.append(processes.per_thousand(found.cpu, len(keys)))
         if errors:
             result.problems.append(f"{errors:,} keys answered with an error")
         self.check_gone("bare", result)
@@ -178,12 +190,13 @@ class Bench:
 
             profiler = cProfile.Profile()
         cpu = common.cpu_times()
-        started = time.perf_counter()
-        if profiler is not None:
-            profiler.runcall(command)
-        else:
-            command()
-        elapsed = time.perf_counter() - started
+        with processes.metered(self.groups) as found:
+            started = time.perf_counter()
+            if profiler is not None:
+                profiler.runcall(command)
+            else:
+                command()
+            elapsed = time.perf_counter() - started
         busy = common.cpu_busy_since(cpu)
         label = "(b) run_retention inline, full audit trail"
         if profiler is not None:
@@ -192,6 +205,7 @@ class Bench:
         run = Run.objects.get(pk=json.loads(out.getvalue())["run_id"])
         result.ledger_seconds = processes.ledger_span(run)
         result.details.append(f"ledger started→finished {result.ledger_seconds:.2f} s; {busy}")
+        result.details.append(processes.per_thousand(found.cpu, len(keys)))
         self.check_run(run, result)
         self.check_gone("inline", result)
         if profiler is not None:
@@ -221,12 +235,16 @@ class Bench:
             warm_up = processes.enqueue(
                 warm_version.policy.data_class, cluster, timeout=self.args.queue_timeout
             )
+            # The warm-up run may not reach every worker (one batch can take
+            # all its pages): each builds its S3 client now, not in the run.
+            warmed = processes.workers_warm(workers, timeout=self.args.queue_timeout)
             cpu = common.cpu_times()
-            started = time.perf_counter()
-            run = processes.enqueue(version.policy.data_class, cluster, timeout=0, wait=False)
-            accepted = time.perf_counter() - started
-            processes.wait_finished(run, cluster, timeout=self.args.queue_timeout)
-            elapsed = time.perf_counter() - started
+            with processes.metered({**self.groups, "workers": ("tree", cluster.pid)}) as found:
+                started = time.perf_counter()
+                run = processes.enqueue(version.policy.data_class, cluster, timeout=0, wait=False)
+                accepted = time.perf_counter() - started
+                processes.wait_finished(run, cluster, timeout=self.args.queue_timeout)
+                elapsed = time.perf_counter() - started
             busy = common.cpu_busy_since(cpu)
         finally:
             cluster.stop()
@@ -237,8 +255,12 @@ class Bench:
             seeded,
         )
         result.ledger_seconds = processes.ledger_span(run)
+        if warmed < workers:
+            result.problems.append(f"only {warmed} of {workers} workers could be warmed")
+        result.details.append(processes.per_thousand(found.cpu, len(keys)))
         result.details.append(
-            f"warm-up run of {len(warm_keys):,} objects {warm_up.status} before; "
+            f"warm-up run of {len(warm_keys):,} objects {warm_up.status} and {warmed} workers "
+            "warmed before; "
             f"command returned after {accepted:.2f} s; ledger started→finished "
             f"{result.ledger_seconds:.2f} s; {busy}"
         )

@@ -237,7 +237,8 @@ class WaitSampler(threading.Thread):
                             self.seen[pid] = stat
                         if state == "idle":
                             continue
-                        key = wait if state == "active" else f"{state} ({wait})"
+                        # No state yet: a backend still starting (a worker connecting).
+                        key = wait if state == "active" else f"{state or 'starting'} ({wait})"
                         if wait.startswith("Lock:"):
                             key += f" [{query}]"
                         now[key] += 1

@@ -209,12 +209,11 @@ def _claim(run: Run, batch: RunBatch, now: datetime) -> Claim:
     kept is the furthest any batch recorded, and rows a batch went past are
     taken by the pass from the start that follows an empty page.
     """
-    current = Run.objects.get(pk=run.pk)
-    if current.limit is not None:
-        with transaction.atomic():
-            return _claim_page(Run.objects.select_for_update().get(pk=run.pk), batch, now)
+    # A run's limit is fixed when it is created: the batch's copy of the run
+    # says which way to read it, and the run is read once, as it is now.
     with transaction.atomic():
-        return _claim_page(current, batch, now)
+        runs = Run.objects.select_for_update() if run.limit is not None else Run.objects
+        return _claim_page(runs.get(pk=run.pk), batch, now)
 
 
 def _claim_page(run: Run, batch: RunBatch, now: datetime) -> Claim:

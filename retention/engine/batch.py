@@ -238,13 +238,15 @@ def _claim_page(run: Run, batch: RunBatch, now: datetime) -> Claim:
             # A limited run counts under the lock it holds; others at the end.
             count_claimed=run.limit is not None,
         )
+    # The report as it is now (the advance and other batches write it too),
+    # if no one holds the run's row.
+    locked = Run.objects.select_for_update(skip_locked=True).filter(pk=run.pk).first()
     RunBatch.objects.filter(token=batch.token).update(
         size=F("size") + len(claim),
         lease_expires_at=now + timedelta(seconds=claim.lease_seconds),
+        # Kept with the batch until a finalize counts them: a worker may die first.
+        uncounted=F("uncounted") + (claim.uncounted if locked is None else 0),
     )
-    # The report as it is now (the advance and other batches write it too),
-    # if no one holds the run's row: the last statement before the commit.
-    locked = Run.objects.select_for_update(skip_locked=True).filter(pk=run.pk).first()
     if locked is None:
         return claim
     report = dict(locked.report) if isinstance(locked.report, dict) else {}
@@ -297,4 +299,6 @@ def _claimed_before(run: Run, batch: RunBatch, now: datetime) -> Claim | None:
         cutoff=class_cutoff(run, items[0].data_class),
         items=tuple(items),
         lease_seconds=lease,
+        # What the lost delivery's claims left uncounted: its finalize counts it.
+        uncounted=batch.uncounted,
     )

@@ -25,7 +25,7 @@ from retention.engine.claims import Claim, ClaimedItem
 from retention.engine.events import ClaimOutcome, event_for
 from retention.engine.ledger import run_counts_add, run_counts_sql
 from retention.engine.outage import retried
-from retention.models import EventOutcome, RecordState, RetentionRecord
+from retention.models import EventOutcome, RecordState, RetentionRecord, RunBatch
 from retention.selectors.holds import held_record_ids, holds_after_recheck, holds_first_covering
 from retention.storage import KeyResult, Outcome
 
@@ -138,12 +138,31 @@ def finalize(
             now=now,
             known_new=True,
             # A claim that could not count itself without waiting counts here.
-            also=run_counts_sql(claim.run_id, outcome.counts + Counter(claimed=claim.uncounted)),
+            also=run_counts_sql(claim.run_id, outcome.counts + Counter(claimed=_uncounted(claim))),
         )
         if outcome.counts:
             counters.count_on_commit(items[0].data_class, outcome.counts)
     _log_page(claim, items, outcome, failed)
     return outcome
+
+
+def _uncounted(claim: Claim) -> int:
+    """What the claims of this page's batch left for a finalize to count.
+
+    Taken from the batch's row under its lock, whole: with pages overlapping,
+    the next page's claim may have left some too, and a redelivery after a
+    worker died finds what the lost claim left. A claim that counted itself
+    (the run's row was free) reads nothing.
+    """
+    if not claim.uncounted:
+        return 0
+    batch = RunBatch.objects.select_for_update().filter(token=claim.token)
+    left = batch.values_list("uncounted", flat=True).first()
+    if left is None:
+        return claim.uncounted
+    if left:
+        batch.update(uncounted=0)
+    return left
 
 
 def held_release(claim: Claim, items: Sequence[ClaimedItem], *, now: datetime) -> ClaimOutcome:

@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 from typing import Any, NoReturn
 
 from django.db import connection, transaction
-from django.db.models import Count
+from django.db.models import Count, F
 
 from retention.chain.anchors import chain_anchor_on_commit
 from retention.clock import HostClock
@@ -33,6 +33,7 @@ from retention.models import (
     EventOutcome,
     Policy,
     Run,
+    RunBatch,
     RunExecutor,
     RunMode,
     RunStatus,
@@ -205,6 +206,8 @@ def run_finish(run: Run, status: str, reason: str, now: datetime) -> Run:
         closed = Run.objects.filter(pk=run.pk, status=RunStatus.RUNNING).update(
             status=status, status_reason=reason, finished_at=now, lease_expires_at=None
         )
+        if closed:
+            _uncounted_close(run)
         run_leases_release(run)
     run.refresh_from_db()
     if not closed:
@@ -239,6 +242,18 @@ def run_finish(run: Run, status: str, reason: str, now: datetime) -> Run:
     # The chain head, signed, outside the database (when configured); never fails the run.
     chain_anchor_on_commit(now=now)
     return run
+
+
+def _uncounted_close(run: Run) -> None:
+    """Count what claims of batches whose worker died before their finalize left."""
+    left = dict(
+        RunBatch.objects.select_for_update()
+        .filter(run=run, uncounted__gt=0)
+        .values_list("token", "uncounted")
+    )
+    if left:
+        RunBatch.objects.filter(token__in=list(left)).update(uncounted=0)
+        Run.objects.filter(pk=run.pk).update(claimed=F("claimed") + sum(left.values()))
 
 
 def _unanswered_retries(run: Run) -> dict[str, int]:

@@ -176,6 +176,10 @@ class RunBatch(models.Model):
     lease_expires_at = models.DateTimeField()
     finished_at = models.DateTimeField(null=True, blank=True)
     deliveries = models.PositiveIntegerField(default=0)
+    # Items its claims took while the run's row was busy, not yet added to the
+    # run's ``claimed``: the page's finalize moves them there, or the run's
+    # close does if the worker died first.
+    uncounted = models.PositiveIntegerField(default=0, db_default=0)
 
     class Meta:
         verbose_name_plural = "run batches"

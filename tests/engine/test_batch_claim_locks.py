@@ -16,7 +16,8 @@ from datetime import timedelta
 import pytest
 from django.db import connection, transaction
 
-from retention.engine.batch import _claim
+from retention.engine.batch import _claim, _claimed_before
+from retention.engine.ledger import run_finish
 from retention.engine.disposal import ObjectDisposer
 from retention.engine.page import claim_dispose
 from retention.models import BatchState, Run, RunBatch, RunMode, RunStatus
@@ -48,13 +49,8 @@ def _run(now) -> Run:
     )
 
 
-def test_claim__with_the_runs_row_held_elsewhere_claims_at_once_and_finalize_counts_it(
-    make_policy, now
-):
-    make_policy(batch_size=3)
-    records = put_expired(3, now)
-    run = _run(now)
-    batch = _batch(run, now)
+def _claim_while_held(run: Run, batch: RunBatch, now):
+    """``_claim`` while another connection holds the run's row, as a finalize does."""
     holding, release = threading.Event(), threading.Event()
 
     def finalizer() -> None:  # holds the run's row as a finalize's run counts do
@@ -77,6 +73,18 @@ def test_claim__with_the_runs_row_held_elsewhere_claims_at_once_and_finalize_cou
         with connection.cursor() as cursor:
             cursor.execute("RESET lock_timeout")
     assert "error" not in held, held
+    return claim, claimed_while_held
+
+
+def test_claim__with_the_runs_row_held_elsewhere_claims_at_once_and_finalize_counts_it(
+    make_policy, now
+):
+    make_policy(batch_size=3)
+    records = put_expired(3, now)
+    run = _run(now)
+    batch = _batch(run, now)
+
+    claim, claimed_while_held = _claim_while_held(run, batch, now)
 
     assert len(claim) == 3 and claim.uncounted == 3
     assert claimed_while_held == 0
@@ -101,3 +109,46 @@ def test_claim__with_the_runs_row_free_counts_its_page_and_keeps_its_cursor(make
     claim_dispose(claim=claim, clock=lambda: now, disposer=ObjectDisposer())
     run.refresh_from_db()
     assert (run.claimed, run.deleted) == (3, 3)
+
+
+def test_claim__uncounted_items_outlive_a_worker_that_dies_before_the_finalize(make_policy, now):
+    make_policy(batch_size=3)
+    records = put_expired(3, now)
+    run = _run(now)
+    batch = _batch(run, now)
+    _claim_while_held(run, batch, now)
+    batch.refresh_from_db()
+    assert batch.uncounted == 3  # on the batch's row, not only in the dead worker's memory
+
+    # The redelivery finishes the rows leased to the batch's token.
+    RunBatch.objects.filter(pk=batch.pk).update(deliveries=1)
+    batch.refresh_from_db()
+    again = _claimed_before(run, batch, now)
+    assert again is not None and len(again) == 3
+    claim_dispose(claim=again, clock=lambda: now, disposer=ObjectDisposer())
+
+    run.refresh_from_db()
+    batch.refresh_from_db()
+    assert (run.status, run.claimed, run.deleted) == (RunStatus.RUNNING, 3, 3)
+    assert batch.uncounted == 0
+    assert not any(exists(r) for r in records)
+
+
+def test_claim__uncounted_items_of_a_batch_never_finalized_are_counted_at_the_runs_close(
+    make_policy, now
+):
+    make_policy(batch_size=3)
+    put_expired(3, now)
+    run = _run(now)
+    batch = _batch(run, now)
+    _claim_while_held(run, batch, now)
+    RunBatch.objects.filter(pk=batch.pk).update(state=BatchState.EXPIRED)
+
+    run_finish(run, RunStatus.FINISHED, "", now)
+
+    run.refresh_from_db()
+    assert (run.status, run.claimed) == (RunStatus.FINISHED, 3)
+    assert RunBatch.objects.get(pk=batch.pk).uncounted == 0
+    run_finish(run, RunStatus.FINISHED, "", now)  # a second close adds nothing
+    run.refresh_from_db()
+    assert run.claimed == 3

@@ -249,7 +249,9 @@ def pages_timeline(run: Any) -> tuple[str, float]:
     database's), and the rate between the first and the last: where a run's
     span goes besides its pages (its start before the first page, its tail
     after the last), which weigh more the fewer pages a worker gets."""
-    from retention.models import EventBatch
+    from django.db.models import Min
+
+    from retention.models import EventBatch, RunBatch
 
     if run.finished_at is None:
         return "pages: the run did not finish", 0.0
@@ -262,8 +264,11 @@ def pages_timeline(run: Any) -> tuple[str, float]:
     # The first page's objects were deleted before the first finalize began.
     between = sum(size for _, size in finalized[1:])
     steady = between / (times[-1] - times[0]) if times[-1] > times[0] else 0.0
+    published = RunBatch.objects.filter(run_id=run.pk).aggregate(at=Min("published_at"))["at"]
+    armed = f"first batch published +{(published - run.started_at).total_seconds():.2f} s; "
     line = (
-        f"pages: {len(times)} finalized from +{times[0]:.2f} s to +{times[-1]:.2f} s of the "
+        f"pages: {armed if published else ''}"
+        f"{len(times)} finalized from +{times[0]:.2f} s to +{times[-1]:.2f} s of the "
         f"run's {span:.2f} s, {steady:,.0f} objects/s between the first and the last; the run "
         f"closed {span - times[-1]:.2f} s after the last"
     )

@@ -91,3 +91,27 @@ def test_migrations__versions_written_before_on_erasure_do_what_their_dispositio
         )
     )
     assert on_erasure == {"accounts.redact": "redact", "idv.photo": "delete"}
+
+
+def _record_indexes() -> dict[str, str]:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT indexname, indexdef FROM pg_indexes WHERE tablename = %s",
+            ["retention_retentionrecord"],
+        )
+        return dict(cursor.fetchall())
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_migrations__records_keep_one_key_digest_index_and_no_like_pattern_one():
+    digest = [d for d in _record_indexes().values() if "(key_digest" in d]
+    assert len(digest) == 1 and "varchar_pattern_ops" not in digest[0]
+
+    # Backwards puts the pattern index back; forwards drops it again.
+    executor = MigrationExecutor(connection)
+    executor.migrate([("retention", "0023_run_batch_uncounted")])
+    assert any("varchar_pattern_ops" in d for d in _record_indexes().values())
+    executor = MigrationExecutor(connection)
+    executor.migrate(executor.loader.graph.leaf_nodes())
+    assert not any("varchar_pattern_ops" in d for d in _record_indexes().values())

@@ -390,10 +390,11 @@ def claim_release(token: uuid.UUID) -> int:
 
 
 def claimable_count(*, run: Run, data_class: str, now: datetime, up_to: int) -> int:
-    """How many rows a claim could take now (at most ``up_to``): no lock taken."""
-    ids = (
+    """How many rows a claim could take now (at most ``up_to``), counted in the
+    database over a claim's walk: no lock taken, no row sent to the worker."""
+    walk = (
         _claimable(run, data_class, class_cutoff(run, data_class), now)
         .order_by("expires_at", "id")
         .values_list("id", flat=True)[:up_to]
     )
-    return len(ids)
+    return walk.count()

@@ -25,7 +25,7 @@ from retention.engine.claims import Claim, ClaimedItem
 from retention.engine.events import ClaimOutcome, event_for
 from retention.engine.ledger import run_counts_add, run_counts_sql
 from retention.engine.outage import retried
-from retention.models import EventOutcome, RecordState, RetentionRecord, RunBatch
+from retention.models import EventOutcome, RecordState, RetentionRecord, Run, RunBatch
 from retention.selectors.holds import held_record_ids, holds_after_recheck, holds_first_covering
 from retention.storage import KeyResult, Outcome
 
@@ -131,38 +131,40 @@ def finalize(
             RetentionRecord.objects.bulk_update(unfinished, _UNFINISHED_FIELDS, batch_size=1000)
         if locked:
             _locked_release(locked, claim.token, now)
+        counts = run_counts_sql(claim.run_id, outcome.counts)
         # These rows were still leased to this claim under lock: their events are new.
         events_append(
             events,
             run_id=claim.run_id,
             now=now,
             known_new=True,
-            # A claim that could not count itself without waiting counts here.
-            also=run_counts_sql(claim.run_id, outcome.counts + Counter(claimed=_uncounted(claim))),
+            also=counts,
         )
+        if claim.uncounted:
+            # A claim that could not count itself without waiting counts here.
+            _uncounted_count(claim, run_locked=counts is not None)
         if outcome.counts:
             counters.count_on_commit(items[0].data_class, outcome.counts)
     _log_page(claim, items, outcome, failed)
     return outcome
 
 
-def _uncounted(claim: Claim) -> int:
-    """What the claims of this page's batch left for a finalize to count.
+def _uncounted_count(claim: Claim, *, run_locked: bool) -> None:
+    """Add to the run what the claims of this page's batch left uncounted.
 
-    Taken from the batch's row under its lock, whole: with pages overlapping,
-    the next page's claim may have left some too, and a redelivery after a
-    worker died finds what the lost claim left. A claim that counted itself
-    (the run's row was free) reads nothing.
+    Taken from the batch's row, whole: with pages overlapping, the next
+    page's claim may have left some too, and a redelivery after a worker
+    died finds what the lost claim left. The batch's row is locked after
+    the chain head and the run's row, the order of everyone who locks both
+    (the run's advance and close, a claim), so no two wait on each other.
     """
-    if not claim.uncounted:
-        return 0
+    if not run_locked:
+        Run.objects.select_for_update().filter(pk=claim.run_id).values_list("pk").first()
     batch = RunBatch.objects.select_for_update().filter(token=claim.token)
     left = batch.values_list("uncounted", flat=True).first()
-    if left is None:
-        return claim.uncounted
     if left:
         batch.update(uncounted=0)
-    return left
+        run_counts_add(claim.run_id, Counter(claimed=left))
 
 
 def held_release(claim: Claim, items: Sequence[ClaimedItem], *, now: datetime) -> ClaimOutcome:

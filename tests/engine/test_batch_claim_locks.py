@@ -10,6 +10,7 @@ row locks to wait for.
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 from datetime import timedelta
 
@@ -17,7 +18,7 @@ import pytest
 from django.db import connection, transaction
 
 from retention.engine.batch import _claim, _claimed_before
-from retention.engine.ledger import run_finish
+from retention.engine.ledger import _uncounted_close, run_finish
 from retention.engine.disposal import ObjectDisposer
 from retention.engine.page import claim_dispose
 from retention.models import BatchState, Run, RunBatch, RunMode, RunStatus
@@ -152,3 +153,53 @@ def test_claim__uncounted_items_of_a_batch_never_finalized_are_counted_at_the_ru
     run_finish(run, RunStatus.FINISHED, "", now)  # a second close adds nothing
     run.refresh_from_db()
     assert run.claimed == 3
+
+
+def _blocked_on_a_lock(pid: int) -> bool:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT 1 FROM pg_stat_activity WHERE pid = %s AND wait_event_type = 'Lock'", [pid]
+        )
+        return cursor.fetchone() is not None
+
+
+def test_claim__a_finalize_counting_its_batch_and_the_runs_close_do_not_deadlock(
+    make_policy, now
+):
+    make_policy(batch_size=3)
+    records = put_expired(3, now)
+    run = _run(now)
+    batch = _batch(run, now)
+    claim, _ = _claim_while_held(run, batch, now)
+    holding, release = threading.Event(), threading.Event()
+    pid: dict[str, int] = {}
+
+    def closer() -> None:  # the run's close: the run's row, then the batches' rows
+        with transaction.atomic():
+            Run.objects.select_for_update().get(pk=run.pk)
+            holding.set()
+            release.wait(timeout=30)
+            _uncounted_close(run)
+
+    def finalizer() -> None:
+        connection.ensure_connection()
+        pid["value"] = connection.connection.info.backend_pid
+        assert holding.wait(timeout=10)
+        claim_dispose(claim=claim, clock=lambda: now, disposer=ObjectDisposer())
+
+    closing, closed = on_own_connection(closer)
+    finalizing, finalized = on_own_connection(finalizer)
+    deadline = time.monotonic() + 20
+    while not ("value" in pid and _blocked_on_a_lock(pid["value"])):
+        assert time.monotonic() < deadline and finalizing.is_alive(), finalized
+        time.sleep(0.05)
+    release.set()  # the close now takes the batch's row, which the finalize must not hold
+    closing.join(timeout=30)
+    finalizing.join(timeout=30)
+
+    assert "error" not in closed, closed
+    assert "error" not in finalized, finalized
+    run.refresh_from_db()
+    assert (run.claimed, run.deleted) == (3, 3)  # counted once, by the close
+    assert RunBatch.objects.get(pk=batch.pk).uncounted == 0
+    assert not any(exists(r) for r in records)

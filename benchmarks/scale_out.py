@@ -264,10 +264,13 @@ def pages_timeline(run: Any) -> tuple[str, float]:
     # The first page's objects were deleted before the first finalize began.
     between = sum(size for _, size in finalized[1:])
     steady = between / (times[-1] - times[0]) if times[-1] > times[0] else 0.0
+    # A queued run's arm: from its start until it published its first batch.
     published = RunBatch.objects.filter(run_id=run.pk).aggregate(at=Min("published_at"))["at"]
-    armed = f"first batch published +{(published - run.started_at).total_seconds():.2f} s; "
+    armed = ""
+    if published is not None:
+        armed = f"first batch published +{(published - run.started_at).total_seconds():.2f} s; "
     line = (
-        f"pages: {armed if published else ''}"
+        f"pages: {armed}"
         f"{len(times)} finalized from +{times[0]:.2f} s to +{times[-1]:.2f} s of the "
         f"run's {span:.2f} s, {steady:,.0f} objects/s between the first and the last; the run "
         f"closed {span - times[-1]:.2f} s after the last"

@@ -218,12 +218,17 @@ class WaitSampler(threading.Thread):
         self.totals: Counter[str] = Counter()
         self.samples = 0
         self.seen: dict[int, Stat] = {}
+        # The machine's (busy, total) CPU jiffies at each sample, by wall time:
+        # how busy it was over a part of the block (``busy_between``).
+        self.machine: list[tuple[float, tuple[float, float]]] = []
 
     def run(self) -> None:
         from django.db import connection
 
         try:
             while not self.stop.wait(self.interval):
+                if (jiffies := common.cpu_times()) is not None:
+                    self.machine.append((time.time(), jiffies))
                 with connection.cursor() as cursor:
                     cursor.execute(
                         "SELECT pid, coalesce(wait_event_type || ':' || wait_event, 'on CPU'),"
@@ -395,6 +400,14 @@ class Metered:
 
     cpu: dict[str, float] = field(default_factory=dict)
     waits: str = ""
+    machine: list[tuple[float, tuple[float, float]]] = field(default_factory=list)
+
+    def busy_between(self, start: float, end: float) -> float | None:
+        """The machine's busy share between two wall times (sampled; None if too short)."""
+        inside = [jiffies for at, jiffies in self.machine if start <= at <= end]
+        if len(inside) < 2 or inside[-1][1] <= inside[0][1]:
+            return None
+        return (inside[-1][0] - inside[0][0]) / (inside[-1][1] - inside[0][1])
 
 
 @contextmanager
@@ -412,6 +425,7 @@ def metered(groups: Mapping[str, tuple[str, int]]) -> Iterator[Metered]:
         sampler.join()
     found.cpu = meter.spent(before, meter.read(), sampler.seen)
     found.waits = sampler.summary()
+    found.machine = sampler.machine
 
 
 def per_thousand(spent: Mapping[str, float], objects: int) -> str:

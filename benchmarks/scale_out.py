@@ -85,6 +85,10 @@ class Figure(common.Rates):
     # Objects/s between the run's first and last finalized page: the run's
     # start and tail left out (``pages_timeline``).
     steady_rate: float = 0.0
+    # The machine's busy share over the same stretch: what binds the workers
+    # there, where an idle start does not dilute it.
+    steady_busy: float | None = None
+    metered: processes.Metered | None = None
 
 
 class Bench:
@@ -124,6 +128,7 @@ class Bench:
                 figure.seconds = time.perf_counter() - started
         figure.busy = common.cpu_busy_since(machine)
         figure.cpu = found.cpu
+        figure.metered = found
         figure.details.append(found.waits)
 
     def check(self, variant: str, figure: Figure, run: Any = None) -> None:
@@ -152,7 +157,11 @@ class Bench:
         )
         if not ok:
             figure.problems.append(f"hash chain: {chain.broken if chain else 'nothing walked'}")
-        timeline, figure.steady_rate = pages_timeline(run)
+        timeline, figure.steady_rate, pages = pages_timeline(run)
+        if pages and figure.metered is not None:
+            figure.steady_busy = figure.metered.busy_between(*pages)
+        if figure.steady_busy is not None:
+            timeline += f"; CPU busy {figure.steady_busy:.0%} between the first and the last page"
         figure.details.append(timeline)
 
     # ----------------------------------------------------------------------
@@ -244,7 +253,7 @@ class Bench:
         return figure
 
 
-def pages_timeline(run: Any) -> tuple[str, float]:
+def pages_timeline(run: Any) -> tuple[str, float, tuple[float, float] | None]:
     """When the run's pages were finalized, on the run's own clock (the
     database's), and the rate between the first and the last: where a run's
     span goes besides its pages (its start before the first page, its tail
@@ -254,11 +263,11 @@ def pages_timeline(run: Any) -> tuple[str, float]:
     from retention.models import EventBatch, RunBatch
 
     if run.finished_at is None:
-        return "pages: the run did not finish", 0.0
+        return "pages: the run did not finish", 0.0, None
     batches = EventBatch.objects.filter(run_id=run.pk).values_list("created_at", "size")
     finalized = sorted(((at - run.started_at).total_seconds(), size) for at, size in batches)
     if not finalized:
-        return "pages: none finalized", 0.0
+        return "pages: none finalized", 0.0, None
     times = [at for at, _ in finalized]
     span = (run.finished_at - run.started_at).total_seconds()
     # The first page's objects were deleted before the first finalize began.
@@ -275,7 +284,8 @@ def pages_timeline(run: Any) -> tuple[str, float]:
         f"run's {span:.2f} s, {steady:,.0f} objects/s between the first and the last; the run "
         f"closed {span - times[-1]:.2f} s after the last"
     )
-    return line, steady
+    start = run.started_at.timestamp()
+    return line, steady, (start + times[0], start + times[-1])
 
 
 def gate_rate(deletes: list[tuple[float, int]]) -> tuple[float, int]:
@@ -307,15 +317,23 @@ def binds(figure: Figure) -> str:
     """What bounds a figure: the CPU when the machine was nearly all busy, else waiting."""
     name, seconds = processes.busiest(figure.cpu)
     share = seconds / figure.seconds if figure.seconds else 0.0
-    busy = figure.busy.removeprefix("CPU busy ").rstrip("%")
-    cpu_bound = busy.isdigit() and int(busy) >= 90
+    # Judged where the workers work: between the first and the last page, not
+    # over a start in which one worker arms the run and the others wait.
+    where = "between the first and the last page"
+    busy = figure.steady_busy
+    if busy is None:
+        where = "over the run"
+        whole = figure.busy.removeprefix("CPU busy ").rstrip("%")
+        busy = int(whole) / 100 if whole.isdigit() else None
+    cpu_bound = busy is not None and busy >= 0.9
     why = (
         "the machine's CPU (both cores busy)"
         if cpu_bound
         else "not the CPU: the workers wait (the store's latency, locks; see the waits)"
     )
+    shown = f"{busy:.0%}" if busy is not None else "unknown"
     return (
-        f"what binds: {why}; machine {figure.busy}; the busiest process(es): {name} "
+        f"what binds: {why}; machine CPU busy {shown} {where}; the busiest process(es): {name} "
         f"{seconds:.2f} CPU-s = {share:.0%} of one core over the run"
     )
 

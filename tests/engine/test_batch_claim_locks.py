@@ -18,8 +18,8 @@ import pytest
 from django.db import connection, transaction
 
 from retention.engine.batch import _claim, _claimed_before
-from retention.engine.ledger import _uncounted_close, run_finish
 from retention.engine.disposal import ObjectDisposer
+from retention.engine.ledger import _uncounted_close, run_finish
 from retention.engine.page import claim_dispose
 from retention.models import BatchState, Run, RunBatch, RunMode, RunStatus
 from tests.helpers import exists, on_own_connection, put_expired
@@ -163,9 +163,7 @@ def _blocked_on_a_lock(pid: int) -> bool:
         return cursor.fetchone() is not None
 
 
-def test_claim__a_finalize_counting_its_batch_and_the_runs_close_do_not_deadlock(
-    make_policy, now
-):
+def test_claim__a_finalize_counting_its_batch_and_the_runs_close_do_not_deadlock(make_policy, now):
     make_policy(batch_size=3)
     records = put_expired(3, now)
     run = _run(now)

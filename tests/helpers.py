@@ -171,6 +171,17 @@ def on_own_connection(fn: Callable[[], Any]) -> tuple[threading.Thread, dict[str
     return thread, result
 
 
+def blocked_statement(pid: int) -> str | None:
+    """The statement PostgreSQL backend ``pid`` is waiting on a lock in, if it is."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT query FROM pg_stat_activity WHERE pid = %s AND wait_event_type = 'Lock'",
+            [pid],
+        )
+        row = cursor.fetchone()
+    return row[0] if row else None
+
+
 def database_now() -> datetime:
     """PostgreSQL's own clock (``clock_timestamp()``), which no freezegun or libfaketime moves."""
     with connection.cursor() as cursor:

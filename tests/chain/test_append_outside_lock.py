@@ -19,7 +19,7 @@ from retention.engine.ledger import run_counts_sql
 from retention.models import ChainHead, DeletionEvent, EventBatch
 from retention.selectors.evidence import VerifyResult, chain_verify
 from tests.chain.test_evidence_append import _events, _run
-from tests.helpers import on_own_connection
+from tests.helpers import blocked_statement, on_own_connection
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
@@ -38,17 +38,6 @@ def _has_written_events(pid: int) -> bool:
 def _verified() -> bool:
     result = [r for r in chain_verify() if isinstance(r, VerifyResult)][-1]
     return result.ok
-
-
-def _blocked_statement(pid: int) -> str | None:
-    """The statement backend ``pid`` is waiting on a lock in, if it is."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT query FROM pg_stat_activity WHERE pid = %s AND wait_event_type = 'Lock'",
-            [pid],
-        )
-        row = cursor.fetchone()
-    return row[0] if row else None
 
 
 def test_append__copies_its_events_while_another_append_holds_the_head(make_policy, now):
@@ -82,7 +71,7 @@ def test_append__copies_its_events_while_another_append_holds_the_head(make_poli
     try:
         blocked, copied = None, False
         for _ in range(200):
-            blocked = _blocked_statement(pid["value"]) if "value" in pid else None
+            blocked = blocked_statement(pid["value"]) if "value" in pid else None
             if blocked:
                 copied = _has_written_events(pid["value"])
                 break

@@ -22,7 +22,7 @@ from retention.engine.disposal import ObjectDisposer
 from retention.engine.ledger import _uncounted_close, run_finish
 from retention.engine.page import claim_dispose
 from retention.models import BatchState, Run, RunBatch, RunMode, RunStatus
-from tests.helpers import exists, on_own_connection, put_expired
+from tests.helpers import blocked_statement, exists, on_own_connection, put_expired
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
@@ -155,14 +155,6 @@ def test_claim__uncounted_items_of_a_batch_never_finalized_are_counted_at_the_ru
     assert run.claimed == 3
 
 
-def _blocked_on_a_lock(pid: int) -> bool:
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT 1 FROM pg_stat_activity WHERE pid = %s AND wait_event_type = 'Lock'", [pid]
-        )
-        return cursor.fetchone() is not None
-
-
 def test_claim__a_finalize_counting_its_batch_and_the_runs_close_do_not_deadlock(make_policy, now):
     make_policy(batch_size=3)
     records = put_expired(3, now)
@@ -188,7 +180,7 @@ def test_claim__a_finalize_counting_its_batch_and_the_runs_close_do_not_deadlock
     closing, closed = on_own_connection(closer)
     finalizing, finalized = on_own_connection(finalizer)
     deadline = time.monotonic() + 20
-    while not ("value" in pid and _blocked_on_a_lock(pid["value"])):
+    while not ("value" in pid and blocked_statement(pid["value"])):
         assert time.monotonic() < deadline and finalizing.is_alive(), finalized
         time.sleep(0.05)
     release.set()  # the close now takes the batch's row, which the finalize must not hold

@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 from typing import Any, NoReturn
 
 from django.db import connection, transaction
-from django.db.models import Count, F
+from django.db.models import Count
 
 from retention.chain.anchors import chain_anchor_on_commit
 from retention.clock import HostClock
@@ -253,7 +253,7 @@ def _uncounted_close(run: Run) -> None:
     )
     if left:
         RunBatch.objects.filter(token__in=list(left)).update(uncounted=0)
-        Run.objects.filter(pk=run.pk).update(claimed=F("claimed") + sum(left.values()))
+        run_counts_add(run.pk, Counter(claimed=sum(left.values())))
 
 
 def _unanswered_retries(run: Run) -> dict[str, int]:

@@ -372,12 +372,19 @@ def cpu_times() -> tuple[float, float] | None:
     return sum(fields) - idle, sum(fields)
 
 
+def busy_share(
+    before: tuple[float, float] | None, after: tuple[float, float] | None
+) -> float | None:
+    """The machine's busy share of CPU time between two ``cpu_times`` readings."""
+    if before is None or after is None or after[1] <= before[1]:
+        return None
+    return (after[0] - before[0]) / (after[1] - before[1])
+
+
 def cpu_busy_since(before: tuple[float, float] | None) -> str:
     """The machine's share of CPU time busy since ``before`` (all processes, all cores)."""
-    after = cpu_times()
-    if before is None or after is None or after[1] <= before[1]:
-        return "CPU busy: unknown"
-    return f"CPU busy {100 * (after[0] - before[0]) / (after[1] - before[1]):.0f}%"
+    share = busy_share(before, cpu_times())
+    return "CPU busy: unknown" if share is None else f"CPU busy {100 * share:.0f}%"
 
 
 def load_average() -> str:

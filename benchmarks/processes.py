@@ -405,9 +405,7 @@ class Metered:
     def busy_between(self, start: float, end: float) -> float | None:
         """The machine's busy share between two wall times (sampled; None if too short)."""
         inside = [jiffies for at, jiffies in self.machine if start <= at <= end]
-        if len(inside) < 2 or inside[-1][1] <= inside[0][1]:
-            return None
-        return (inside[-1][0] - inside[0][0]) / (inside[-1][1] - inside[0][1])
+        return common.busy_share(inside[0], inside[-1]) if len(inside) > 1 else None
 
 
 @contextmanager
